@@ -1,0 +1,1 @@
+//! minimalloc CSV (filled in by the formats work).

@@ -1,0 +1,1 @@
+//! Plan JSON (filled in by the formats work).

@@ -1,0 +1,62 @@
+//! Planners: each turns a [`Problem`] into a [`Plan`].
+//!
+//! Every planner is a named unit behind the [`Planner`] trait, listed by [`all`] and found
+//! by [`by_name`]. A planner either returns a plan that the [`crate::checker`] accepts or
+//! an error saying why none could be made; tests hold every planner to that.
+
+use crate::plan::Plan;
+use crate::problem::Problem;
+
+mod naive;
+
+pub use naive::Naive;
+
+/// Why a planner produced no plan.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The arena would not fit in 64 bits.
+    #[error("the arena would exceed 2^64 bytes; the buffer sizes are too large to plan")]
+    ArenaOverflow,
+    /// Two buffers with fixed offsets must not share bytes but do.
+    #[error("buffers '{a}' and '{b}' have fixed offsets that overlap while they must not share bytes; no plan can keep both")]
+    FixedOffsetsClash { a: String, b: String },
+}
+
+/// A static memory planner.
+pub trait Planner: Sync {
+    /// The name used on the command line (`--planner NAME`) and in outputs.
+    fn name(&self) -> &'static str;
+    /// One line saying what the planner does.
+    fn description(&self) -> &'static str;
+    /// Plans the problem. The plan claims its arena (`arena_bytes` is `Some`).
+    fn plan(&self, problem: &Problem) -> Result<Plan, PlanError>;
+}
+
+/// Every planner, in the order `memplan planners` lists them.
+pub fn all() -> &'static [&'static dyn Planner] {
+    &[&Naive]
+}
+
+/// The planner with this name, or an error listing the known names.
+pub fn by_name(name: &str) -> Result<&'static dyn Planner, UnknownPlanner> {
+    all()
+        .iter()
+        .copied()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| UnknownPlanner {
+            name: name.to_string(),
+            known: all()
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// A planner name that no planner has.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown planner '{name}'; known planners: {known} (see `memplan planners`)")]
+pub struct UnknownPlanner {
+    pub name: String,
+    pub known: String,
+}
