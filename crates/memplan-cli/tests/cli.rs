@@ -1,0 +1,219 @@
+//! Golden-file tests of the `memplan` binary's output, and its exit codes on bad input.
+//!
+//! Golden files live in `tests/golden/`. Timings are replaced by `<TIME>` before the
+//! comparison. To accept a changed output, run with `UPDATE_GOLDEN=1` and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the memplan binary runs")
+}
+
+/// Replaces what changes from run to run (timings) with fixed markers.
+fn normalise(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let line = if let Some(i) = line.find("\"planning_ms\": ") {
+            let tail = &line[i + "\"planning_ms\": ".len()..];
+            let rest = tail.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == 'e' || c == '-');
+            format!("{}\"planning_ms\": <TIME>{rest}", &line[..i])
+        } else {
+            replace_ms(line)
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `0.123 ms` → `<TIME>` wherever it appears; the padding before it is kept as is.
+fn replace_ms(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(" ms") {
+        let head = &rest[..i];
+        let number_start = head
+            .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .map_or(0, |j| j + 1);
+        if number_start < head.len() {
+            out.push_str(&head[..number_start]);
+            out.push_str("<TIME>");
+        } else {
+            out.push_str(head);
+            out.push_str(" ms");
+        }
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let actual = normalise(actual);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden file {}; run with UPDATE_GOLDEN=1", path.display()));
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn plan_table_golden() {
+    let out = memplan(&["plan", "examples/small.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_small_table.txt", &stdout(&out));
+}
+
+#[test]
+fn plan_json_golden() {
+    let out = memplan(&["plan", "examples/small.csv", "--planner", "greedy-size-bestfit", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_small_json.txt", &stdout(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["planner", "arena_bytes", "lower_bound_bytes", "alignment", "buffers"] {
+        assert!(value.get(key).is_some(), "plan JSON lacks '{key}'");
+    }
+}
+
+#[test]
+fn plan_csv_golden_with_alignment() {
+    let out = memplan(&["plan", "examples/small.csv", "--format", "csv", "--alignment", "4096"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_small_csv_align4096.txt", &stdout(&out));
+}
+
+#[test]
+fn planners_golden() {
+    let out = memplan(&["planners"]);
+    assert!(out.status.success());
+    golden("planners.txt", &stdout(&out));
+}
+
+#[test]
+fn bound_golden() {
+    let out = memplan(&["bound", "examples/mobilenet_v2.csv"]);
+    assert!(out.status.success());
+    golden("bound_mobilenet_v2.txt", &stdout(&out));
+}
+
+#[test]
+fn csv_and_json_plans_are_accepted_back_by_check() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, name) in [("csv", "plan.csv"), ("json", "plan.json")] {
+        let path = dir.path().join(name);
+        let path = path.to_str().unwrap();
+        let out = memplan(&["plan", "examples/mobilenet_v2.csv", "--format", format, "--output", path]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = memplan(&["check", "examples/mobilenet_v2.csv", path]);
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        assert!(stdout(&out).starts_with("valid"), "{}", stdout(&out));
+    }
+}
+
+#[test]
+fn check_lists_every_violation_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("bad.csv");
+    // Everything at offset 0: conv1/relu1 and others overlap; one offset misaligned is not
+    // possible here (alignment 1), so count the overlaps.
+    std::fs::write(
+        &plan,
+        "id,lower,upper,size,offset\nconv1_out,0,2,4096,0\nrelu1_out,1,3,4096,0\nconv2_out,2,4,8192,0\nskip,1,5,2048,0\nadd_out,4,6,8192,0\n",
+    )
+    .unwrap();
+    let out = memplan(&["check", "examples/small.csv", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    golden("check_invalid.txt", &stdout(&out).replace(plan.to_str().unwrap(), "bad.csv"));
+}
+
+#[test]
+fn bad_input_exits_2_naming_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("missing_column.csv", "id,lower,size\na,0,4\n", &["upper"]),
+        ("not_a_number.csv", "id,lower,upper,size\na,0,2,4\nb,1,x,4\n", &[":3", "upper", "'x'"]),
+        ("zero_size.csv", "id,lower,upper,size\na,0,2,0\n", &[":2", "size"]),
+        ("negative.csv", "id,lower,upper,size\na,0,2,-4\n", &[":2", "size"]),
+        ("empty_lifetime.csv", "id,lower,upper,size\na,3,3,4\n", &[":2", "upper"]),
+        ("duplicate.csv", "id,lower,upper,size\na,0,2,4\na,1,2,4\n", &[":3", "'a'"]),
+        (
+            "overflow.csv",
+            "id,lower,upper,size,offset\na,0,2,4,18446744073709551615\n",
+            &[":2", "offset"],
+        ),
+    ];
+    for (name, text, needles) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = memplan(&["plan", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(name), "{name}: error does not name the file: {err}");
+        for needle in *needles {
+            assert!(err.contains(needle), "{name}: error lacks {needle:?}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn unknown_planner_lists_known_ones() {
+    let out = memplan(&["plan", "examples/small.csv", "--planner", "magic"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("magic") && err.contains("best-of"), "{err}");
+}
+
+#[test]
+fn missing_file_is_named() {
+    let out = memplan(&["plan", "does/not/exist.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("does/not/exist.csv"));
+}
+
+#[test]
+fn done_when_minimalloc_a_best_of_json_is_valid() {
+    let file = root().join("../shared/benchmarks/minimalloc/challenging/A.1048576.csv");
+    if !file.exists() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("a.json");
+    let out = memplan(&[
+        "plan",
+        file.to_str().unwrap(),
+        "--planner",
+        "best-of",
+        "--format",
+        "json",
+        "--output",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(value["buffers"].as_array().unwrap().len(), 154);
+    assert_eq!(value["lower_bound_bytes"], 1048576);
+    let out = memplan(&["check", file.to_str().unwrap(), plan.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+}
