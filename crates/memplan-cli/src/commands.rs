@@ -273,3 +273,131 @@ fn emit(text: &str, output: Option<&Path>) -> Result<()> {
         }
     }
 }
+
+/// One planner's result on one file in `memplan bench`.
+struct BenchRow {
+    file: String,
+    buffers: usize,
+    lower_bound: u64,
+    planner: &'static str,
+    /// The arena, or why there is none.
+    arena: std::result::Result<u64, String>,
+    /// The fastest of the repeated runs.
+    elapsed: Duration,
+}
+
+/// `memplan bench`.
+pub fn bench(files: &[std::path::PathBuf], names: &[String], format: crate::BenchFormat, repeat: u32) -> Result<ExitCode> {
+    let planners: Vec<&'static dyn Planner> = if names.is_empty() {
+        planner::all().to_vec()
+    } else {
+        names.iter().map(|n| planner::by_name(n)).collect::<std::result::Result<_, _>>()?
+    };
+    let mut rows = Vec::new();
+    for file in files {
+        let problem = input::read_problem(file)?;
+        let lower_bound = bound::max_live(&problem)
+            .with_context(|| format!("'{}': the bytes live at one step overflow 64 bits", file.display()))?;
+        for &planner in &planners {
+            let message = format!("{} on {}", planner.name(), file.display());
+            let (result, elapsed) = progress::with_spinner(message, || {
+                let mut fastest = Duration::MAX;
+                let mut result = None;
+                for _ in 0..repeat {
+                    let started = Instant::now();
+                    let r = planner.plan(&problem);
+                    fastest = fastest.min(started.elapsed());
+                    result = Some(r);
+                }
+                (result.expect("repeat >= 1"), fastest)
+            });
+            let arena = match result {
+                Ok(plan) => {
+                    let report = checker::check(&problem, &plan);
+                    if !report.is_valid() {
+                        bail!(
+                            "internal error: planner '{}' produced an invalid plan for '{}': {}; please report this bug",
+                            planner.name(),
+                            file.display(),
+                            report.violations[0]
+                        );
+                    }
+                    Ok(report.arena_bytes.unwrap_or(0))
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            rows.push(BenchRow {
+                file: file.display().to_string(),
+                buffers: problem.len(),
+                lower_bound,
+                planner: planner.name(),
+                arena,
+                elapsed,
+            });
+        }
+    }
+    let text = match format {
+        crate::BenchFormat::Table => {
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    let (arena, quality) = match &r.arena {
+                        Ok(a) => (a.to_string(), ratio(*a, r.lower_bound)),
+                        Err(e) => (format!("error: {e}"), "-".into()),
+                    };
+                    vec![
+                        r.file.clone(),
+                        r.buffers.to_string(),
+                        r.lower_bound.to_string(),
+                        r.planner.to_string(),
+                        arena,
+                        quality,
+                        millis(r.elapsed),
+                    ]
+                })
+                .collect();
+            columns(&["file", "buffers", "lower bound", "planner", "arena", "arena/bound", "time"], &cells)
+        }
+        crate::BenchFormat::Json => rows
+            .iter()
+            .map(|r| {
+                let value = json!({
+                    "file": r.file,
+                    "buffers": r.buffers,
+                    "lower_bound_bytes": r.lower_bound,
+                    "planner": r.planner,
+                    "arena_bytes": r.arena.as_ref().ok(),
+                    "error": r.arena.as_ref().err(),
+                    "ratio": r.arena.as_ref().ok().map(|&a| a as f64 / r.lower_bound.max(1) as f64),
+                    "planning_ms": r.elapsed.as_secs_f64() * 1e3,
+                });
+                format!("{value}\n")
+            })
+            .collect(),
+        crate::BenchFormat::Markdown => {
+            let mut out = String::from("| file | buffers | lower bound |");
+            for p in &planners {
+                out.push_str(&format!(" {} |", p.name()));
+            }
+            out.push_str("\n| --- | ---: | ---: |");
+            for _ in &planners {
+                out.push_str(" ---: |");
+            }
+            out.push('\n');
+            for chunk in rows.chunks(planners.len()) {
+                let first = &chunk[0];
+                out.push_str(&format!("| {} | {} | {} |", first.file, first.buffers, first.lower_bound));
+                for r in chunk {
+                    match &r.arena {
+                        Ok(a) => out.push_str(&format!(" {} ({}) |", ratio(*a, r.lower_bound), millis(r.elapsed))),
+                        Err(_) => out.push_str(" error |"),
+                    }
+                }
+                out.push('\n');
+            }
+            out
+        }
+    };
+    emit(&text, None)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -60,6 +60,33 @@ enum Command {
     },
     /// List the planners with a one-line description each.
     Planners,
+    /// Run planners on problem files and print arena, arena/bound and time for each, in one
+    /// run; every plan is checked.
+    Bench {
+        /// Problem files (minimalloc CSV).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Comma-separated planner names (default: every planner).
+        #[arg(long, short, value_delimiter = ',')]
+        planners: Vec<String>,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = BenchFormat::Table)]
+        format: BenchFormat,
+        /// Run each planner this many times per file and report the fastest time.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        repeat: u32,
+    },
+}
+
+/// How `memplan bench` prints its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BenchFormat {
+    /// A plain-text table, one row per file and planner.
+    Table,
+    /// A Markdown table, one row per file, one column per planner.
+    Markdown,
+    /// JSON lines, one object per file and planner.
+    Json,
 }
 
 /// How `memplan plan` prints its result.
@@ -99,6 +126,12 @@ fn main() -> ExitCode {
         } => commands::check(&problem, &plan, format),
         Command::Bound { file, format } => commands::bound(&file, format),
         Command::Planners => commands::planners(),
+        Command::Bench {
+            files,
+            planners,
+            format,
+            repeat,
+        } => commands::bench(&files, &planners, format, repeat),
     };
     match result {
         Ok(code) => code,
