@@ -26,3 +26,46 @@ pub fn max_live(problem: &Problem) -> Option<u64> {
     }
     Some(peak)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Buffer, Lifetime};
+
+    fn problem(buffers: Vec<Buffer>) -> Problem {
+        Problem::from_buffers(buffers).unwrap()
+    }
+
+    #[test]
+    fn a_buffer_ending_at_t_and_one_starting_at_t_do_not_add_up() {
+        let p = problem(vec![Buffer::new("a", 5, 0, 3), Buffer::new("b", 7, 3, 6)]);
+        assert_eq!(max_live(&p), Some(7));
+        let p = problem(vec![Buffer::new("a", 5, 0, 4), Buffer::new("b", 7, 3, 6)]);
+        assert_eq!(max_live(&p), Some(12));
+    }
+
+    #[test]
+    fn gaps_free_their_bytes() {
+        let mut gappy = Buffer::new("gappy", 10, 0, 10);
+        gappy.gaps = vec![Lifetime { start: 2, end: 5 }];
+        let p = problem(vec![gappy.clone(), Buffer::new("inside", 4, 2, 5)]);
+        assert_eq!(max_live(&p), Some(10));
+        let p = problem(vec![gappy, Buffer::new("across", 4, 4, 6)]);
+        assert_eq!(max_live(&p), Some(14));
+    }
+
+    #[test]
+    fn empty_problem_has_bound_zero_and_overflow_gives_none() {
+        assert_eq!(max_live(&Problem::default()), Some(0));
+        let p = problem(vec![
+            Buffer::new("a", u64::MAX, 0, 2),
+            Buffer::new("b", 1, 1, 3),
+        ]);
+        assert_eq!(max_live(&p), None);
+        let p = problem(vec![
+            Buffer::new("a", u64::MAX, 0, 2),
+            Buffer::new("b", 1, 2, 3),
+        ]);
+        assert_eq!(max_live(&p), Some(u64::MAX));
+    }
+}

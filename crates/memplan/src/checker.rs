@@ -143,23 +143,62 @@ impl Report {
     }
 }
 
-/// Checks a plan with the sweep-line algorithm: O((n + v) log n) for `v` violations in
-/// typical inputs. Reports the same violations as [`check_naive`].
+/// Checks a plan with a sweep over time; returns exactly the [`Report`] of
+/// [`check_naive`].
+///
+/// Every live segment ([`Buffer::live_segments`](crate::Buffer::live_segments)) gives a
+/// start and an end event; at equal steps ends come before starts (lifetimes are
+/// half-open). When a segment starts, every *active* buffer whose address range
+/// intersects the new one is found, however many there are, with a max-segment tree over
+/// the buffers ordered by `(offset, id)`: each node holds the largest end address among
+/// the active buffers below it, so the search descends only into subtrees holding a
+/// buffer that starts below the new buffer's end and ends above its offset. Pairs found
+/// in several segments are reported once, with the first common step interval computed
+/// from the two buffers' segments.
+///
+/// Complexity, for `n` buffers with `s` live segments in all (`s = n` without gaps),
+/// `h` hits (a segment start meeting an active buffer that shares addresses with it:
+/// at least the number of overlapping pairs, at most that times the segments of a pair)
+/// and `p` reported pairs of `g` segments each (`g = 1` without gaps):
+/// - time O((s + h) log(s + h) + p·g); a valid plan has `h = 0`, so it is checked in
+///   O(s log s) whatever its sizes, offsets and lifetimes;
+/// - memory O(s + h).
+///
+/// A plan full of overlaps is inherently quadratic: with every offset 0, all `n(n-1)/2`
+/// live-together pairs are violations and all are reported.
+///
+/// `offset + size` overflows are reported as [`Violation::AddressOverflow`] (and make
+/// `arena_bytes` `None`); for the overlap and conflict checks such a buffer extends to
+/// `u64::MAX`. Never panics.
 pub fn check(problem: &Problem, plan: &Plan) -> Report {
-    // Replaced by the sweep-line version; the reference stays below.
-    check_naive(problem, plan)
+    let mut violations = Vec::new();
+    if let Some(report) = wrong_length(problem, plan) {
+        return report;
+    }
+    let arena = per_buffer_checks(problem, plan, &mut violations);
+    let segments = Segments::new(problem);
+    for (i, j) in sweep_overlapping_pairs(problem, plan, &segments) {
+        let (i, j) = (i as usize, j as usize);
+        let addresses = shared_addresses(problem, plan, i, j);
+        let steps = first_common_steps(segments.of(i), segments.of(j));
+        if let (Some(addresses), Some(steps)) = (addresses, steps) {
+            violations.push(overlap(problem, i, j, steps, addresses));
+        }
+    }
+    conflict_checks(problem, plan, &mut violations);
+    finish(plan, arena, violations)
 }
 
 /// Checks a plan by comparing every pair of buffers: O(n²). The reference for [`check`].
+///
+/// Like [`check`], it treats a buffer whose `offset + size` overflows as extending to
+/// `u64::MAX` (and reports the overflow, with `arena_bytes` `None`).
 pub fn check_naive(problem: &Problem, plan: &Plan) -> Report {
     let mut violations = Vec::new();
-    let Some(mut arena) = per_buffer_checks(problem, plan, &mut violations) else {
-        violations.sort();
-        return Report {
-            arena_bytes: None,
-            violations,
-        };
-    };
+    if let Some(report) = wrong_length(problem, plan) {
+        return report;
+    }
+    let arena = per_buffer_checks(problem, plan, &mut violations);
     let buffers = problem.buffers();
     let segments: Vec<Vec<Lifetime>> = buffers.iter().map(|b| b.live_segments()).collect();
     for i in 0..buffers.len() {
@@ -177,28 +216,186 @@ pub fn check_naive(problem: &Problem, plan: &Plan) -> Report {
         }
     }
     conflict_checks(problem, plan, &mut violations);
-    claimed_arena_check(plan, &mut arena, &mut violations);
+    finish(plan, arena, violations)
+}
+
+/// The report for a plan of the wrong length (nothing else can be checked), if it is one.
+fn wrong_length(problem: &Problem, plan: &Plan) -> Option<Report> {
+    (plan.offsets.len() != problem.len()).then(|| Report {
+        arena_bytes: None,
+        violations: vec![Violation::WrongLength {
+            buffers: problem.len(),
+            offsets: plan.offsets.len(),
+        }],
+    })
+}
+
+/// Adds the claimed-arena check (when the arena could be recomputed) and sorts.
+fn finish(plan: &Plan, arena: Option<u64>, mut violations: Vec<Violation>) -> Report {
+    if let Some(arena) = arena {
+        claimed_arena_check(plan, arena, &mut violations);
+    }
     violations.sort();
     Report {
-        arena_bytes: Some(arena),
+        arena_bytes: arena,
         violations,
     }
 }
 
-/// Length, overflow, alignment and fixed-offset checks; returns the recomputed arena when
-/// every `offset + size` fits (and the length is right).
+/// The live segments of every buffer, flattened: buffer `i` owns
+/// `segments[bounds[i]..bounds[i + 1]]`, sorted and disjoint.
+struct Segments {
+    bounds: Vec<usize>,
+    segments: Vec<Lifetime>,
+}
+
+impl Segments {
+    fn new(problem: &Problem) -> Segments {
+        let mut bounds = Vec::with_capacity(problem.len() + 1);
+        let mut segments = Vec::with_capacity(problem.len());
+        bounds.push(0);
+        for buffer in problem.buffers() {
+            segments.extend(buffer.live_segments());
+            bounds.push(segments.len());
+        }
+        Segments { bounds, segments }
+    }
+
+    fn of(&self, i: usize) -> &[Lifetime] {
+        &self.segments[self.bounds[i]..self.bounds[i + 1]]
+    }
+}
+
+/// The first interval of steps at which both buffers are live, merging their sorted,
+/// disjoint segments.
+fn first_common_steps(a: &[Lifetime], b: &[Lifetime]) -> Option<Lifetime> {
+    let (mut i, mut j) = (0, 0);
+    while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+        if let Some(common) = x.intersection(*y) {
+            return Some(common);
+        }
+        if x.end <= y.start {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    None
+}
+
+/// Every pair `(a, b)`, `a < b`, of buffers live at a common step whose address ranges
+/// intersect; sorted, without duplicates. The plan must have one offset per buffer.
+fn sweep_overlapping_pairs(problem: &Problem, plan: &Plan, segments: &Segments) -> Vec<(u32, u32)> {
+    let buffers = problem.buffers();
+    let n = buffers.len().min(plan.offsets.len());
+    let ends: Vec<u64> = buffers
+        .iter()
+        .zip(&plan.offsets)
+        .map(|(b, &o)| o.saturating_add(b.size))
+        .collect();
+
+    // Buffers ordered by (offset, id); `rank[id]` is a buffer's position in that order.
+    let mut by_offset: Vec<u32> = (0..n as u32).collect();
+    by_offset.sort_unstable_by_key(|&id| (plan.offsets[id as usize], id));
+    let sorted_offsets: Vec<u64> = by_offset
+        .iter()
+        .map(|&id| plan.offsets[id as usize])
+        .collect();
+    let mut rank = vec![0usize; n];
+    for (position, &id) in by_offset.iter().enumerate() {
+        rank[id as usize] = position;
+    }
+
+    // (step, is_start, id): at equal steps `false` (an end) sorts before `true`.
+    let mut events: Vec<(u64, bool, u32)> = Vec::with_capacity(2 * segments.segments.len());
+    for id in 0..n {
+        for segment in segments.of(id) {
+            events.push((segment.start, true, id as u32));
+            events.push((segment.end, false, id as u32));
+        }
+    }
+    events.sort_unstable();
+
+    let mut active = MaxTree::new(n);
+    let mut pairs = Vec::new();
+    for (_, is_start, id) in events {
+        let i = id as usize;
+        if !is_start {
+            active.set(rank[i], 0);
+            continue;
+        }
+        let (offset, end) = (plan.offsets[i], ends[i]);
+        // Active buffers starting below `end` (a prefix of the order) and ending above
+        // `offset` share addresses with this one.
+        let below_end = sorted_offsets.partition_point(|&o| o < end);
+        active.for_each_above(below_end, offset, |position| {
+            let other = by_offset[position];
+            pairs.push((other.min(id), other.max(id)));
+        });
+        active.set(rank[i], end);
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
+/// A segment tree of `u64` values (all 0 at first) over positions `0..len`, answering
+/// "which positions below `limit` hold a value above `threshold`" in
+/// O((1 + answers) log len).
+struct MaxTree {
+    /// Number of leaves: a power of two, at least `len`.
+    leaves: usize,
+    /// `max[1]` is the root, `max[k]` the larger of `max[2k]` and `max[2k + 1]`, and
+    /// leaf `p` is `max[leaves + p]`.
+    max: Vec<u64>,
+}
+
+impl MaxTree {
+    fn new(len: usize) -> MaxTree {
+        // `len` counts buffers, at most `u32::MAX`: no overflow on 64-bit targets.
+        let leaves = len.next_power_of_two();
+        MaxTree {
+            leaves,
+            max: vec![0; 2 * leaves],
+        }
+    }
+
+    /// Sets the value at `position < len`.
+    fn set(&mut self, position: usize, value: u64) {
+        let mut node = self.leaves + position;
+        self.max[node] = value;
+        while node > 1 {
+            node /= 2;
+            self.max[node] = self.max[2 * node].max(self.max[2 * node + 1]);
+        }
+    }
+
+    /// Calls `found(position)` for every position `< limit` whose value is `> threshold`.
+    fn for_each_above(&self, limit: usize, threshold: u64, mut found: impl FnMut(usize)) {
+        // (node, first position it covers, number of positions it covers)
+        let mut stack = vec![(1usize, 0usize, self.leaves)];
+        while let Some((node, first, width)) = stack.pop() {
+            if first >= limit || self.max[node] <= threshold {
+                continue;
+            }
+            if width == 1 {
+                found(first);
+            } else {
+                let half = width / 2;
+                stack.push((2 * node + 1, first + half, half));
+                stack.push((2 * node, first, half));
+            }
+        }
+    }
+}
+
+/// Overflow, alignment and fixed-offset checks (the plan has one offset per buffer);
+/// returns the recomputed arena when every `offset + size` fits.
 fn per_buffer_checks(
     problem: &Problem,
     plan: &Plan,
     violations: &mut Vec<Violation>,
 ) -> Option<u64> {
-    if plan.offsets.len() != problem.len() {
-        violations.push(Violation::WrongLength {
-            buffers: problem.len(),
-            offsets: plan.offsets.len(),
-        });
-        return None;
-    }
     let mut arena = Some(0u64);
     for (i, (buffer, &offset)) in problem.buffers().iter().zip(&plan.offsets).enumerate() {
         let id = BufferId(i as u32);
@@ -239,11 +436,7 @@ fn per_buffer_checks(
 /// The address range two buffers share, if any. Overflowing buffers are treated as
 /// extending to `u64::MAX`.
 fn shared_addresses(problem: &Problem, plan: &Plan, i: usize, j: usize) -> Option<(u64, u64)> {
-    let end = |k: usize| {
-        plan.offsets[k]
-            .checked_add(problem.buffers()[k].size)
-            .unwrap_or(u64::MAX)
-    };
+    let end = |k: usize| plan.offsets[k].saturating_add(problem.buffers()[k].size);
     let lo = plan.offsets[i].max(plan.offsets[j]);
     let hi = end(i).min(end(j));
     (lo < hi).then_some((lo, hi))
@@ -281,13 +474,381 @@ fn conflict_checks(problem: &Problem, plan: &Plan, violations: &mut Vec<Violatio
     }
 }
 
-fn claimed_arena_check(plan: &Plan, arena: &mut u64, violations: &mut Vec<Violation>) {
+fn claimed_arena_check(plan: &Plan, arena: u64, violations: &mut Vec<Violation>) {
     if let Some(claimed) = plan.arena_bytes {
-        if claimed != *arena {
+        if claimed != arena {
             violations.push(Violation::ArenaMismatch {
                 claimed,
-                actual: *arena,
+                actual: arena,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::Buffer;
+
+    /// Runs both checkers, asserts they agree, and returns the report.
+    fn both(problem: &Problem, plan: &Plan) -> Report {
+        let report = check(problem, plan);
+        assert_eq!(report, check_naive(problem, plan));
+        report
+    }
+
+    fn plan(offsets: Vec<u64>) -> Plan {
+        Plan {
+            offsets,
+            arena_bytes: None,
+        }
+    }
+
+    fn gapped(name: &str, size: u64, start: u64, end: u64, gaps: &[(u64, u64)]) -> Buffer {
+        let mut buffer = Buffer::new(name, size, start, end);
+        buffer.gaps = gaps
+            .iter()
+            .map(|&(start, end)| Lifetime { start, end })
+            .collect();
+        buffer
+    }
+
+    fn only(report: &Report) -> &Violation {
+        assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
+        &report.violations[0]
+    }
+
+    #[test]
+    fn wrong_length_is_reported_alone() {
+        let p = Problem::from_buffers(vec![Buffer::new("a", 4, 0, 1)]).unwrap();
+        let report = both(&p, &plan(vec![0, 0]));
+        assert_eq!(report.arena_bytes, None);
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::WrongLength {
+                buffers: 1,
+                offsets: 2
+            }
+        );
+        assert!(v.to_string().contains("2 offsets"), "{v}");
+    }
+
+    #[test]
+    fn address_overflow_is_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("big", 8, 0, 1)]).unwrap();
+        let report = both(&p, &plan(vec![u64::MAX - 3]));
+        assert_eq!(report.arena_bytes, None);
+        let v = only(&report);
+        assert!(matches!(
+            v,
+            Violation::AddressOverflow {
+                buffer: BufferId(0),
+                ..
+            }
+        ));
+        assert!(v.to_string().contains("'big'"), "{v}");
+    }
+
+    #[test]
+    fn overflowing_buffers_extend_to_the_end_of_the_address_space() {
+        let p = Problem::from_buffers(vec![
+            Buffer::new("wraps", 8, 0, 2),
+            Buffer::new("below", 3, 1, 3),
+            Buffer::new("at_max", 1, 0, 3),
+        ])
+        .unwrap();
+        let max = u64::MAX;
+        let report = both(&p, &plan(vec![max - 2, max - 4, max]));
+        assert_eq!(report.arena_bytes, None);
+        assert!(report.violations.contains(&Violation::Overlap {
+            a: BufferId(0),
+            b: BufferId(1),
+            a_name: "wraps".into(),
+            b_name: "below".into(),
+            steps: Lifetime { start: 1, end: 2 },
+            addresses: (max - 2, max - 1),
+        }));
+        // Two overflows, one overlap; the buffer at u64::MAX covers no address.
+        assert_eq!(report.violations.len(), 3, "{:?}", report.violations);
+    }
+
+    #[test]
+    fn misaligned_offset_is_reported_by_name() {
+        let mut b = Buffer::new("vec", 8, 0, 1);
+        b.alignment = 16;
+        let p = Problem::from_buffers(vec![b]).unwrap();
+        let report = both(&p, &plan(vec![8]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::Misaligned {
+                buffer: BufferId(0),
+                name: "vec".into(),
+                offset: 8,
+                alignment: 16
+            }
+        );
+        assert!(v.to_string().contains("'vec'"), "{v}");
+    }
+
+    #[test]
+    fn moved_fixed_offset_is_reported_by_name() {
+        let mut b = Buffer::new("pinned", 8, 0, 1);
+        b.fixed_offset = Some(32);
+        let p = Problem::from_buffers(vec![b]).unwrap();
+        assert!(both(&p, &plan(vec![32])).is_valid());
+        let report = both(&p, &plan(vec![0]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::FixedOffsetMoved {
+                buffer: BufferId(0),
+                name: "pinned".into(),
+                fixed: 32,
+                offset: 0
+            }
+        );
+        assert!(v.to_string().contains("'pinned'"), "{v}");
+    }
+
+    #[test]
+    fn overlap_is_reported_by_name_with_steps_and_addresses() {
+        let p = Problem::from_buffers(vec![Buffer::new("x", 8, 0, 5), Buffer::new("y", 8, 3, 9)])
+            .unwrap();
+        let report = both(&p, &plan(vec![4, 0]));
+        assert_eq!(report.arena_bytes, Some(12));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::Overlap {
+                a: BufferId(0),
+                b: BufferId(1),
+                a_name: "x".into(),
+                b_name: "y".into(),
+                steps: Lifetime { start: 3, end: 5 },
+                addresses: (4, 8),
+            }
+        );
+        let message = v.to_string();
+        assert!(
+            message.contains("'x'") && message.contains("'y'"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn conflict_pair_sharing_bytes_is_reported_by_name() {
+        let buffers = vec![Buffer::new("p", 8, 0, 2), Buffer::new("q", 8, 5, 9)];
+        let p = Problem::new(buffers, [(BufferId(1), BufferId(0))]).unwrap();
+        assert!(both(&p, &plan(vec![0, 8])).is_valid());
+        let report = both(&p, &plan(vec![0, 6]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::ConflictShared {
+                a: BufferId(0),
+                b: BufferId(1),
+                a_name: "p".into(),
+                b_name: "q".into(),
+                addresses: (6, 8),
+            }
+        );
+        let message = v.to_string();
+        assert!(
+            message.contains("'p'") && message.contains("'q'"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn wrong_arena_claim_is_reported() {
+        let p = Problem::from_buffers(vec![Buffer::new("a", 8, 0, 1)]).unwrap();
+        let mut wrong = plan(vec![4]);
+        wrong.arena_bytes = Some(8);
+        let report = both(&p, &wrong);
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::ArenaMismatch {
+                claimed: 8,
+                actual: 12
+            }
+        );
+        assert!(v.to_string().contains("12"), "{v}");
+        wrong.arena_bytes = Some(12);
+        assert!(both(&p, &wrong).is_valid());
+    }
+
+    #[test]
+    fn several_violations_are_all_reported_sorted() {
+        let mut aligned = Buffer::new("aligned", 4, 0, 10);
+        aligned.alignment = 8;
+        let mut fixed = Buffer::new("fixed", 4, 0, 10);
+        fixed.fixed_offset = Some(100);
+        let buffers = vec![
+            aligned,
+            fixed,
+            Buffer::new("c", 4, 5, 6),
+            Buffer::new("d", 4, 20, 30),
+        ];
+        let p = Problem::new(buffers, [(BufferId(2), BufferId(3))]).unwrap();
+        let mut bad = plan(vec![2, 0, 1, 3]);
+        bad.arena_bytes = Some(1);
+        let report = both(&p, &bad);
+        let kinds: Vec<String> = report
+            .violations
+            .iter()
+            .map(|v| {
+                format!("{v:?}")
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "Misaligned",
+                "FixedOffsetMoved",
+                "Overlap",
+                "Overlap",
+                "Overlap",
+                "ConflictShared",
+                "ArenaMismatch"
+            ]
+        );
+        let mut sorted = report.violations.clone();
+        sorted.sort();
+        assert_eq!(sorted, report.violations);
+    }
+
+    #[test]
+    fn lifetimes_are_half_open() {
+        let p = Problem::from_buffers(vec![
+            Buffer::new("first", 8, 0, 3),
+            Buffer::new("second", 8, 3, 9),
+            Buffer::new("third", 8, 9, 10),
+        ])
+        .unwrap();
+        assert!(both(&p, &plan(vec![0, 0, 0])).is_valid());
+    }
+
+    #[test]
+    fn address_ranges_are_half_open() {
+        let p = Problem::from_buffers(vec![
+            Buffer::new("low", 4, 0, 9),
+            Buffer::new("high", 4, 0, 9),
+        ])
+        .unwrap();
+        assert!(both(&p, &plan(vec![0, 4])).is_valid());
+        assert!(both(&p, &plan(vec![4, 0])).is_valid());
+        assert!(!both(&p, &plan(vec![3, 0])).is_valid());
+    }
+
+    #[test]
+    fn a_buffer_inside_a_gap_may_share_addresses() {
+        let p = Problem::from_buffers(vec![
+            gapped("gappy", 8, 0, 10, &[(2, 5)]),
+            Buffer::new("inside", 8, 2, 5),
+        ])
+        .unwrap();
+        assert!(both(&p, &plan(vec![0, 0])).is_valid());
+    }
+
+    #[test]
+    fn a_pair_meeting_in_several_segments_is_reported_once_with_its_first_steps() {
+        let p = Problem::from_buffers(vec![
+            gapped("a", 8, 0, 20, &[(2, 5), (8, 12)]),
+            gapped("b", 8, 3, 20, &[(10, 15)]),
+        ])
+        .unwrap();
+        let report = both(&p, &plan(vec![0, 4]));
+        match only(&report) {
+            Violation::Overlap {
+                steps, addresses, ..
+            } => {
+                assert_eq!(*steps, Lifetime { start: 5, end: 8 });
+                assert_eq!(*addresses, (4, 8));
+            }
+            v => panic!("expected an overlap, got {v:?}"),
+        }
+    }
+
+    #[test]
+    fn every_overlapping_pair_is_reported_when_all_offsets_are_zero() {
+        let buffers: Vec<Buffer> = (0..30)
+            .map(|i| Buffer::new(format!("b{i}"), 1 + i % 7, i % 5, 10 + i % 3))
+            .collect();
+        let p = Problem::from_buffers(buffers).unwrap();
+        let report = both(&p, &plan(vec![0; 30]));
+        assert_eq!(report.violations.len(), 30 * 29 / 2);
+    }
+
+    #[test]
+    fn a_huge_buffer_overlaps_exactly_the_small_ones_under_it() {
+        // Small buffers stacked at 0, 1, 2, …; a huge one placed over the last ten.
+        let n = 200u64;
+        let mut buffers: Vec<Buffer> = (0..n)
+            .map(|i| Buffer::new(format!("s{i}"), 1, 0, 10))
+            .collect();
+        buffers.push(Buffer::new("huge", 1 << 40, 5, 6));
+        let p = Problem::from_buffers(buffers).unwrap();
+        let mut offsets: Vec<u64> = (0..n).collect();
+        offsets.push(n - 10);
+        let report = both(&p, &plan(offsets));
+        assert_eq!(report.violations.len(), 10);
+    }
+
+    /// The sweep's own pairs, before `check` recomputes their steps and addresses, must
+    /// be exactly the overlapping pairs: no pair that only touches in time or address.
+    #[test]
+    fn sweep_finds_exactly_the_overlapping_pairs() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |bound: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % bound
+        };
+        for _ in 0..300 {
+            let n = 1 + next(25) as usize;
+            let buffers: Vec<Buffer> = (0..n)
+                .map(|i| {
+                    let start = next(10);
+                    let end = start + 1 + next(6);
+                    let mut b = Buffer::new(format!("b{i}"), 1 + next(4), start, end);
+                    if end - start > 2 && next(3) == 0 {
+                        b.gaps = vec![Lifetime {
+                            start: start + 1,
+                            end: start + 2,
+                        }];
+                    }
+                    b
+                })
+                .collect();
+            let p = Problem::from_buffers(buffers).unwrap();
+            let offsets: Vec<u64> = (0..n).map(|_| next(12)).collect();
+            let plan = plan(offsets);
+            let expected: Vec<(u32, u32)> = check_naive(&p, &plan)
+                .violations
+                .iter()
+                .filter_map(|v| match v {
+                    Violation::Overlap { a, b, .. } => Some((a.0, b.0)),
+                    _ => None,
+                })
+                .collect();
+            let found = sweep_overlapping_pairs(&p, &plan, &Segments::new(&p));
+            assert_eq!(found, expected, "{p:?} {plan:?}");
+        }
+    }
+
+    #[test]
+    fn empty_problem_is_valid() {
+        let p = Problem::default();
+        let report = both(&p, &plan(vec![]));
+        assert!(report.is_valid());
+        assert_eq!(report.arena_bytes, Some(0));
     }
 }
