@@ -16,6 +16,10 @@ use crate::problem::Problem;
 pub const CANDIDATES: [&dyn Planner; 5] =
     [&SizeFirstFit, &SizeBestFit, &Spatial, &Temporal, &Breadth];
 
+/// Below this many buffers [`run_all`] runs the candidates one after the other on the
+/// calling thread: each takes well under a millisecond, less than starting threads costs.
+pub const PARALLEL_FROM: usize = 1000;
+
 /// One planner's run inside [`run_all`].
 #[derive(Clone, Debug)]
 pub struct Attempt {
@@ -35,12 +39,18 @@ impl Attempt {
 }
 
 /// Runs every planner of [`CANDIDATES`] on `problem`, in parallel on up to
-/// [`std::thread::available_parallelism`] scoped threads, and returns their attempts in
-/// [`CANDIDATES`] order (whatever the order in which they finished).
+/// [`std::thread::available_parallelism`] scoped threads (each takes the next candidate
+/// not yet started), and returns their attempts in [`CANDIDATES`] order, whatever the order
+/// in which they finished. Problems of fewer than [`PARALLEL_FROM`] buffers are planned on
+/// the calling thread.
 pub fn run_all(problem: &Problem) -> Vec<Attempt> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(CANDIDATES.len());
+    let workers = if problem.len() < PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(CANDIDATES.len())
+    };
     let next = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<Attempt>>> = Mutex::new(vec![None; CANDIDATES.len()]);
     let work = || loop {

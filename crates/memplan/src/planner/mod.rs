@@ -14,10 +14,15 @@
 //! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
 //! | `best-of` | the five greedy planners in parallel | smallest arena wins |
 //!
-//! The greedy planners share one placement engine (`placement.rs`): an interval structure
-//! that finds the placed buffers live together with the next one in `O(log n + k)`, then
-//! sorts and scans their `k` address ranges for gaps. Buffers with a fixed offset are
-//! placed first, at it; alignment, explicit conflict pairs and gaps are honoured.
+//! Ties in every order: earlier lifetime start, then lower id; every planner is
+//! deterministic.
+//!
+//! The greedy planners share one placement engine (`placement.rs`): two segment trees over
+//! the segment starts whose node lists hold the *union* of the placed address ranges, so
+//! the ranges live together with the next buffer come as `O(log n)` sorted runs of `k`
+//! ranges in all, merged in `O(k log log n)` and scanned for gaps. Buffers with a fixed
+//! offset are placed first, at it; alignment, explicit conflict pairs and gaps are
+//! honoured; an arena beyond 2^64 is [`PlanError::ArenaOverflow`].
 
 use crate::plan::Plan;
 use crate::problem::Problem;

@@ -9,11 +9,11 @@
 //!  address                                    placing `x`, live over [s, e):
 //!    ▲      ┌────────────┐                    gather the address ranges of the placed
 //!    │      │     c      │   ┌────┐           buffers overlapping [s, e) in time
-//!    │  ┌───┴──┐         │   │ d  │           (a, b, c; not d, not e), sort them by
+//!    │  ┌───┴──┐         │   │ d  │           (a, b, c; not d, not f), sort them by
 //!    │  │  b   │─────────┘   └────┘           offset and scan for the gaps between
 //!    │  └──────┘  ░░gap░░                     them; put `x` in the first (first-fit)
 //!    │ ┌──────────────┐         ┌────┐        or the smallest (best-fit) gap that
-//!    │ │      a       │         │ e  │        holds it, aligned, else on top.
+//!    │ │      a       │         │ f  │        holds it, aligned, else on top.
 //!    └─┴──────────────┴─────────┴────┴──▶ time
 //!          s ◄──── x ────► e
 //! ```
@@ -35,28 +35,43 @@
 //!    inside `(a, b)` (`covering`); the query walks root → `leaf(s)` and reads every list on
 //!    the way: a segment is on that path exactly when `a < s < b`, and then exactly once.
 //!
-//! Lists hold `(offset, offset + size)` pairs directly, so the gathering is a sequence of
-//! contiguous copies. Explicit conflict partners that are already placed are added from an
-//! adjacency list. A buffer with several live segments queries each one, so a placed
-//! buffer may be gathered more than once (several segments, or live together *and* a
-//! conflict partner): that is harmless, because the scan below works on the *union* of the
-//! ranges, so no de-duplication pass is needed.
+//! # Node lists are unions
 //!
-//! The gathered ranges are sorted by offset and scanned once, keeping the highest end seen
-//! so far: each time the next range starts above it there is a gap. The candidate offset in
-//! a gap is its start rounded up to the buffer's alignment (checked arithmetic: an
-//! overflowing candidate does not fit; an overflowing top gives
-//! [`PlanError::ArenaOverflow`]).
+//! Whenever a node is visited, *all* of its list is relevant, and the gap scan only needs
+//! the union of the address ranges. So a node does not keep one entry per placed segment:
+//! it keeps the union of their ranges as a sorted list of disjoint, non-touching
+//! `(lo, hi)` ranges (inserting merges the new range with those it overlaps or touches).
+//! In a tight packing neighbouring buffers touch, so the unions are short: on idealloc's
+//! `Y_1` (62,185 buffers) a placement gathered 2,800 overlapping buffers on average as raw
+//! ranges but only 200 union ranges, and planning went from 2.8 s to 0.2 s.
+//!
+//! # Sorting by merging runs
+//!
+//! The gathered ranges come as `r = O(log T)` sorted runs (one per visited node, plus the
+//! placed conflict partners, sorted on their own). They are merged pairwise, round after
+//! round, into buffers reused from one placement to the next (`O(k log r)`, no allocation
+//! in steady state). Ranges may overlap or repeat (a buffer with several live segments is
+//! found once per segment; a conflict partner may also be live together): harmless, since
+//! the scan works on the union, so no de-duplication by buffer is needed.
+//!
+//! The merged ranges are scanned once, keeping the highest end seen so far: each time the
+//! next range starts above it there is a gap. The candidate offset in a gap is its start
+//! rounded up to the buffer's alignment (checked arithmetic: an overflowing candidate does
+//! not fit; an overflowing top gives [`PlanError::ArenaOverflow`]). First-fit stops at the
+//! first gap that holds the buffer, best-fit at an exact fit.
 //!
 //! # Complexity
 //!
-//! With `n` buffers, `T <= n + gaps` distinct segment starts and `k` placed buffers
-//! overlapping the buffer being placed (plus its placed conflict partners), one placement
-//! costs `O(log T + k log k)`: `O(log T)` tree nodes visited, `k` ranges copied, sorted and
-//! scanned; inserting a placed segment costs `O(log T)` amortised. Building the engine is
-//! `O(n log n)` and memory is `O(n log T)`. A whole greedy run is therefore
-//! `O(n log n + K log k_max)` for `K` the number of (placed, placing) overlapping pairs,
-//! versus the `O(n²)` of scanning every placed buffer for every placement.
+//! With `n` buffers, `T <= n + gaps` distinct segment starts and `k` the number of union
+//! ranges read for one placement (at most the number of placed buffers overlapping it in
+//! time plus its placed conflict partners, usually far fewer), one placement costs
+//! `O(log T + k log log T)`: `O(log T)` nodes visited, `k` ranges copied, merged from
+//! `O(log T)` runs and scanned. Recording a placed segment costs `O(log T)` binary searches
+//! plus the `Vec` insertions into `O(log T)` node lists (a `memmove` of the list's tail:
+//! `O(u)` for a list of `u` union ranges in the worst case, which the unions keep small in
+//! practice). Building the engine is `O(n log n)`; memory is `O(n log T)` at most. A whole
+//! greedy run is `O(n log n + K log log T)` for `K` the total ranges read, against the
+//! `Θ(n²)` of scanning every placed buffer for every placement.
 
 use super::PlanError;
 use crate::plan::Plan;
