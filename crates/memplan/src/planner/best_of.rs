@@ -12,7 +12,9 @@ use crate::problem::Problem;
 ///
 /// The order is "cheapest by design" first: first-fit stops at the first gap that holds a
 /// buffer; the three best-fit orders scan all gaps and differ only in their sort key;
-/// breadth also builds an interval tree to compute its order.
+/// breadth also builds an interval tree to compute its order. It is also the order of
+/// their measured speed (`benches/planners.rs`, idealloc `S_1`: 62, 97, 102, 107 and
+/// 114 ms).
 pub const CANDIDATES: [&dyn Planner; 5] =
     [&SizeFirstFit, &SizeBestFit, &Spatial, &Temporal, &Breadth];
 
