@@ -3,12 +3,39 @@
 //! Every planner is a named unit behind the [`Planner`] trait, listed by [`all`] and found
 //! by [`by_name`]. A planner either returns a plan that the [`crate::checker`] accepts or
 //! an error saying why none could be made; tests hold every planner to that.
+//!
+//! | name | order | gap |
+//! |---|---|---|
+//! | `naive` | id | none: stacked, nothing shared |
+//! | `greedy-size-firstfit` | size ↓ | lowest that fits (TFLite Micro) |
+//! | `greedy-size-bestfit` | size ↓ | smallest that fits (TFLite arena) |
+//! | `greedy-spatial` | size ↓, lifetime length ↓ | smallest that fits (XLA) |
+//! | `greedy-temporal` | lifetime length ↓, size ↓ | smallest that fits (XLA) |
+//! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
+//! | `best-of` | the five greedy planners in parallel | smallest arena wins |
+//!
+//! Ties in every order: earlier lifetime start, then lower id; every planner is
+//! deterministic.
+//!
+//! The greedy planners share one placement engine (`placement.rs`): two segment trees over
+//! the segment starts whose node lists hold the *union* of the placed address ranges, so
+//! the ranges live together with the next buffer come as `O(log n)` sorted runs of `k`
+//! ranges in all, merged in `O(k log log n)` and scanned for gaps. Buffers with a fixed
+//! offset are placed first, at it; alignment, explicit conflict pairs and gaps are
+//! honoured; an arena beyond 2^64 is [`PlanError::ArenaOverflow`].
 
 use crate::plan::Plan;
 use crate::problem::Problem;
 
+pub mod best_of;
+mod breadth;
+mod greedy;
 mod naive;
+mod placement;
 
+pub use best_of::{run_all, Attempt, BestOf};
+pub use breadth::Breadth;
+pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
 
 /// Why a planner produced no plan.
@@ -34,7 +61,15 @@ pub trait Planner: Sync {
 
 /// Every planner, in the order `memplan planners` lists them.
 pub fn all() -> &'static [&'static dyn Planner] {
-    &[&Naive]
+    &[
+        &Naive,
+        &SizeFirstFit,
+        &SizeBestFit,
+        &Spatial,
+        &Temporal,
+        &Breadth,
+        &BestOf,
+    ]
 }
 
 /// The planner with this name, or an error listing the known names.

@@ -1,0 +1,100 @@
+//! Criterion benchmarks of every planner: a synthetic instance (deterministic, 4,000
+//! buffers) and, when `../shared` is present, minimalloc's challenging `A` and idealloc's
+//! `S_1` (28,526 buffers).
+//!
+//! ```text
+//! cargo bench -p memplan --bench planners            # everything (about a minute)
+//! cargo bench -p memplan --bench planners -- synthetic
+//! ```
+//!
+//! Kept quick on purpose (10 samples, short measurement): compare planners side by side in
+//! one run, as the machines are shared and noisy.
+
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use memplan::{planner, Buffer, Problem};
+
+/// A deterministic synthetic instance shaped like a network's activations: mostly short
+/// lifetimes with a few long ones, sizes spread over three orders of magnitude.
+fn synthetic(n: usize) -> Problem {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        // xorshift64*
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let steps = n as u64 * 2;
+    let buffers = (0..n)
+        .map(|i| {
+            let start = next() % steps;
+            let len = if next() % 10 == 0 {
+                1 + next() % (steps / 4)
+            } else {
+                1 + next() % 32
+            };
+            let size = 64 << (next() % 11);
+            let size = size + next() % size;
+            Buffer::new(format!("s{i}"), size, start, start + len)
+        })
+        .collect();
+    Problem::from_buffers(buffers).expect("a valid synthetic problem")
+}
+
+/// A tiny reader for the benchmarks' `id,lower,upper,size` CSV (header, then rows).
+fn read_csv(path: &Path) -> Option<Problem> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next()?.split(',').map(str::trim).collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let (id, lower, upper, size) = (
+        column("id")?,
+        column("lower")?,
+        column("upper")?,
+        column("size")?,
+    );
+    let buffers = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            let number = |i: usize| fields[i].parse::<u64>().expect("a number");
+            Buffer::new(fields[id], number(size), number(lower), number(upper))
+        })
+        .collect();
+    Problem::from_buffers(buffers).ok()
+}
+
+fn bench_planners(c: &mut Criterion) {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/benchmarks");
+    let mut instances = vec![("synthetic-4000".to_string(), synthetic(4000))];
+    for (name, file) in [
+        ("minimalloc-A", "minimalloc/challenging/A.1048576.csv"),
+        ("idealloc-S_1", "idealloc/iopddl/S_1.csv"),
+    ] {
+        match read_csv(&shared.join(file)) {
+            Some(problem) => instances.push((name.to_string(), problem)),
+            None => eprintln!("skipping {name}: ../shared not found"),
+        }
+    }
+    for (instance, problem) in &instances {
+        let mut group = c.benchmark_group(instance.as_str());
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(2));
+        for p in planner::all() {
+            group.bench_with_input(
+                BenchmarkId::from_parameter(p.name()),
+                problem,
+                |b, problem| b.iter(|| p.plan(problem).expect("a plan")),
+            );
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_planners);
+criterion_main!(benches);

@@ -1,0 +1,152 @@
+//! `best-of`: every greedy planner, the smallest arena wins.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{Breadth, PlanError, Planner, SizeBestFit, SizeFirstFit, Spatial, Temporal};
+use crate::plan::Plan;
+use crate::problem::Problem;
+
+/// The planners [`BestOf`] runs, in tie-break order: on equal arenas the earliest wins.
+///
+/// The order is "cheapest by design" first: first-fit stops at the first gap that holds a
+/// buffer; the three best-fit orders scan all gaps and differ only in their sort key;
+/// breadth also builds an interval tree to compute its order. It is also the order of
+/// their measured speed (`benches/planners.rs`, idealloc `S_1`: 62, 97, 102, 107 and
+/// 114 ms).
+pub const CANDIDATES: [&dyn Planner; 5] =
+    [&SizeFirstFit, &SizeBestFit, &Spatial, &Temporal, &Breadth];
+
+/// Below this many buffers [`run_all`] runs the candidates one after the other on the
+/// calling thread: each takes well under a millisecond, less than starting threads costs.
+pub const PARALLEL_FROM: usize = 1000;
+
+/// One planner's run inside [`run_all`].
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    /// The planner's name.
+    pub planner: &'static str,
+    /// Its plan, or why it made none.
+    pub result: Result<Plan, PlanError>,
+    /// Wall-clock time of its `plan` call.
+    pub elapsed: Duration,
+}
+
+impl Attempt {
+    /// The arena of the plan, when there is one.
+    pub fn arena_bytes(&self) -> Option<u64> {
+        self.result.as_ref().ok().and_then(|p| p.arena_bytes)
+    }
+}
+
+/// Runs every planner of [`CANDIDATES`] on `problem`, in parallel on up to
+/// [`std::thread::available_parallelism`] scoped threads (each takes the next candidate
+/// not yet started), and returns their attempts in [`CANDIDATES`] order, whatever the order
+/// in which they finished. Problems of fewer than [`PARALLEL_FROM`] buffers are planned on
+/// the calling thread.
+pub fn run_all(problem: &Problem) -> Vec<Attempt> {
+    let workers = if problem.len() < PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(CANDIDATES.len())
+    };
+    let next = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<Attempt>>> = Mutex::new(vec![None; CANDIDATES.len()]);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(planner) = CANDIDATES.get(i) else {
+            break;
+        };
+        let started = Instant::now();
+        let result = planner.plan(problem);
+        let attempt = Attempt {
+            planner: planner.name(),
+            result,
+            elapsed: started.elapsed(),
+        };
+        slots.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(attempt);
+    };
+    if workers <= 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..workers {
+                scope.spawn(work);
+            }
+            work();
+        });
+    }
+    slots
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|a| a.expect("every candidate ran"))
+        .collect()
+}
+
+/// The index of the winning attempt: the smallest arena, ties to the earliest attempt.
+/// When no attempt has a plan, the first attempt's error.
+pub fn winner(attempts: &[Attempt]) -> Result<usize, PlanError> {
+    let best = attempts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| a.arena_bytes().map(|arena| (arena, i)))
+        .min();
+    match best {
+        Some((_, i)) => Ok(i),
+        None => match attempts.first() {
+            Some(Attempt {
+                result: Err(error), ..
+            }) => Err(error.clone()),
+            _ => Err(PlanError::ArenaOverflow),
+        },
+    }
+}
+
+/// `best-of`: runs every greedy planner and keeps the smallest arena.
+///
+/// Runs the five greedy planners of [`CANDIDATES`] (not `naive`) in parallel on scoped
+/// threads and returns the plan with the smallest arena. Ties go to the planner listed
+/// first in [`CANDIDATES`] (first-fit, best-fit, spatial, temporal, breadth), so the result
+/// is deterministic whatever the thread timing. If every planner fails, the error of the
+/// first one is returned (they fail for the same reasons: clashing fixed offsets, or an
+/// arena beyond 2^64).
+///
+/// ```text
+///   problem ─┬─► greedy-size-firstfit ─ 1 040 ─┐
+///            ├─► greedy-size-bestfit  ─ 1 024 ─┤
+///            ├─► greedy-spatial       ─ 1 024 ─┼─► min (first on ties) ─► bestfit's plan
+///            ├─► greedy-temporal      ─ 1 100 ─┤
+///            └─► greedy-breadth       ─ 1 032 ─┘
+/// ```
+///
+/// [`run_all`] gives every attempt with its time; [`BestOf::plan_with_winner`] also says
+/// which planner won.
+pub struct BestOf;
+
+impl BestOf {
+    /// The best plan and the name of the planner that made it.
+    pub fn plan_with_winner(&self, problem: &Problem) -> Result<(Plan, &'static str), PlanError> {
+        let mut attempts = run_all(problem);
+        let i = winner(&attempts)?;
+        let attempt = attempts.swap_remove(i);
+        Ok((attempt.result?, attempt.planner))
+    }
+}
+
+impl Planner for BestOf {
+    fn name(&self) -> &'static str {
+        "best-of"
+    }
+
+    fn description(&self) -> &'static str {
+        "runs the five greedy planners in parallel and keeps the smallest arena"
+    }
+
+    fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
+        self.plan_with_winner(problem).map(|(plan, _)| plan)
+    }
+}
