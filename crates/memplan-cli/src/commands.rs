@@ -32,11 +32,13 @@ fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
     if planner.name() == best_of::BestOf.name() {
         let attempts = best_of::run_all(problem);
         let elapsed = started.elapsed();
-        let (plan, chosen) = best_of::choose(&attempts)?;
+        let kept = &attempts[best_of::winner(&attempts)?];
+        let plan = kept.result.clone()?;
+        let chosen = Some(kept.planner);
         return Ok(Outcome {
             plan,
             elapsed,
-            chosen: Some(chosen),
+            chosen,
             attempts,
         });
     }

@@ -633,12 +633,9 @@ fn minimalloc_example_12_is_planned_optimally() {
     }
 }
 
-/// S_1 (28,526 buffers), pangu_2.6B (18,692) and Y_1 (62,185): every planner, every plan
-/// checked. Ignored by default: in a debug build and with `check` still the O(n²)
-/// reference checker in this branch, it takes minutes. Run it with
-/// `cargo test --release -p memplan --test planners -- --ignored`.
+/// All 5 idealloc files, up to Y_1's 62,185 buffers: every planner, every plan checked by
+/// the sweep-line checker.
 #[test]
-#[ignore = "large files: minutes in a debug build with the O(n²) checker; run with --release -- --ignored"]
 fn large_idealloc_files_plan_validly() {
     let Some(files) = benchmark_files(&["idealloc/iopddl", "idealloc/somas_tensors"]) else {
         return;
