@@ -405,6 +405,13 @@ fn duplicate_ids_name_both_lines() {
         &["'x'", "line 2", "unique"],
     );
     assert!(err.to_string().starts_with("in.csv:5: column 'id'"));
+    // Control characters in ids are escaped in messages.
+    error(
+        "id,lower,upper,size\n\"a\nb\",0,1,1\n\"a\nb\",0,1,1\n",
+        4,
+        Some("id"),
+        &["'a\\nb'", "line 2"],
+    );
     // Quoting does not make ids different.
     error(
         "id,lower,upper,size\nx,0,1,1\n\"x\",0,1,1\n",

@@ -145,7 +145,7 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
                 Field::Id,
                 format!(
                     "id '{}' is already used on line {first}; ids must be unique, rename one of them",
-                    row.name
+                    printable(&row.name)
                 ),
             ));
         }
@@ -193,7 +193,7 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
                 format!(
                     "id '{}' is not a buffer of the problem; a solution has one row per buffer \
                      of its problem and no others (is this the solution of another problem?)",
-                    row.name
+                    printable(&row.name)
                 ),
             ));
         };
@@ -203,7 +203,8 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
                 Field::Id,
                 format!(
                     "id '{}' already has a row on line {}; give each buffer exactly one row",
-                    row.name, row_lines[i]
+                    printable(&row.name),
+                    row_lines[i]
                 ),
             ));
         }
@@ -215,7 +216,7 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
                 format!(
                     "buffer '{}' has {what} {here} here but {there} in the problem; \
                      a solution must repeat its problem's buffers unchanged",
-                    row.name
+                    printable(&row.name)
                 ),
             )
         };
@@ -269,7 +270,7 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
                 Field::Offset,
                 format!(
                     "buffer '{}' has no offset; a solution needs an offset on every row",
-                    row.name
+                    printable(&row.name)
                 ),
             ));
         };
@@ -298,7 +299,7 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
         let mut names = missing
             .iter()
             .take(SHOWN)
-            .map(|name| format!("'{name}'"))
+            .map(|name| format!("'{}'", printable(name)))
             .collect::<Vec<_>>()
             .join(", ");
         if missing.len() > SHOWN {
@@ -603,12 +604,29 @@ impl<'a> Records<'a> {
     }
 }
 
-/// A cell's text cut for messages.
+/// Text for a message: control characters (line breaks in quoted ids, say) escaped.
+fn printable(text: &str) -> Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        let mut escaped = String::with_capacity(text.len() + 8);
+        for c in text.chars() {
+            if c.is_control() {
+                escaped.extend(c.escape_default());
+            } else {
+                escaped.push(c);
+            }
+        }
+        Cow::Owned(escaped)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// A cell's text for a message: [`printable`], and cut after 40 characters.
 fn shorten(text: &str) -> Cow<'_, str> {
     const MAX: usize = 40;
     match text.char_indices().nth(MAX) {
-        Some((cut, _)) => Cow::Owned(format!("{}...", &text[..cut])),
-        None => Cow::Borrowed(text),
+        Some((cut, _)) => Cow::Owned(format!("{}...", printable(&text[..cut]))),
+        None => printable(text),
     }
 }
 
