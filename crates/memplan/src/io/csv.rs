@@ -1111,3 +1111,81 @@ fn problem_error(
         message: error.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row checks catch every `ProblemError` first, so the mapping is tested directly.
+    #[test]
+    fn problem_errors_point_at_the_buffer_line_and_column() {
+        let mut records = Records::new("id,begin,end,size,gaps\n", "p.csv");
+        let header = Header::read(&mut records, false).unwrap();
+        let line_of: HashMap<String, usize> = [("a".to_string(), 2), ("b".to_string(), 7)].into();
+        let lines = [2, 7];
+        let gap = Lifetime { start: 1, end: 2 };
+        for (error, line, column) in [
+            (ProblemError::ZeroSize { name: "b".into() }, 7, Some("size")),
+            (
+                ProblemError::EmptyLifetime {
+                    name: "a".into(),
+                    start: 1,
+                    end: 1,
+                },
+                2,
+                Some("end"),
+            ),
+            (
+                ProblemError::BadGap {
+                    name: "b".into(),
+                    gap,
+                    lifetime: gap,
+                },
+                7,
+                Some("gaps"),
+            ),
+            (
+                ProblemError::DuplicateName {
+                    name: "a".into(),
+                    first: 0,
+                    second: 1,
+                },
+                7,
+                Some("id"),
+            ),
+            (
+                ProblemError::MisalignedFixedOffset {
+                    name: "a".into(),
+                    offset: 3,
+                    alignment: 2,
+                },
+                2,
+                Some("offset"),
+            ),
+            (ProblemError::TooManyBuffers { len: 2 }, 7, None),
+        ] {
+            let message = error.to_string();
+            let mapped = problem_error(error, &line_of, &lines, &header);
+            assert_eq!(mapped.source, "p.csv");
+            assert_eq!((mapped.line, mapped.column.as_deref()), (line, column));
+            assert_eq!(mapped.message, message);
+        }
+    }
+
+    #[test]
+    fn numbers_are_plain_decimal_digits() {
+        assert!(matches!(parse_u64("0042"), Ok(42)));
+        assert!(matches!(parse_u64("18446744073709551615"), Ok(u64::MAX)));
+        assert!(matches!(
+            parse_u64("18446744073709551616"),
+            Err(NumberError::Overflow)
+        ));
+        assert!(matches!(parse_u64("-0"), Err(NumberError::Negative)));
+        for text in ["", "-", "+1", "1_000", "0x10", "1.0", "١"] {
+            assert!(
+                matches!(parse_u64(text), Err(NumberError::NotANumber)),
+                "{text}"
+            );
+        }
+    }
+}
