@@ -62,18 +62,36 @@ pub fn plan(
     let planner = planner::by_name(planner_name)?;
     let mut problem = input::read_problem(file)?;
     if alignment > 1 {
-        problem = problem
-            .with_alignment(alignment)
-            .with_context(|| format!("cannot apply --alignment {alignment} to '{}'", file.display()))?;
+        problem = problem.with_alignment(alignment).with_context(|| {
+            format!(
+                "cannot apply --alignment {alignment} to '{}'",
+                file.display()
+            )
+        })?;
     }
-    let lower_bound = bound::max_live(&problem)
-        .with_context(|| format!("'{}': the bytes live at one step overflow 64 bits", file.display()))?;
+    let lower_bound = bound::max_live(&problem).with_context(|| {
+        format!(
+            "'{}': the bytes live at one step overflow 64 bits",
+            file.display()
+        )
+    })?;
     let message = format!("{}: {} buffers", planner.name(), problem.len());
-    let outcome = progress::with_spinner(message, || run(planner, &problem))
-        .with_context(|| format!("planner '{}' could not plan '{}'", planner.name(), file.display()))?;
+    let outcome =
+        progress::with_spinner(message, || run(planner, &problem)).with_context(|| {
+            format!(
+                "planner '{}' could not plan '{}'",
+                planner.name(),
+                file.display()
+            )
+        })?;
     let report = checker::check(&problem, &outcome.plan);
     if !report.is_valid() {
-        let list: Vec<String> = report.violations.iter().take(10).map(|v| format!("  {v}")).collect();
+        let list: Vec<String> = report
+            .violations
+            .iter()
+            .take(10)
+            .map(|v| format!("  {v}"))
+            .collect();
         bail!(
             "internal error: planner '{}' produced an invalid plan for '{}' ({} violations); please report this bug with the input file:\n{}",
             planner.name(),
@@ -86,11 +104,17 @@ pub fn plan(
     let text = match format {
         Format::Json => {
             let mut extra = serde_json::Map::new();
-            extra.insert("ratio".into(), json!(arena as f64 / lower_bound.max(1) as f64));
+            extra.insert(
+                "ratio".into(),
+                json!(arena as f64 / lower_bound.max(1) as f64),
+            );
             if let Some(chosen) = outcome.chosen {
                 extra.insert("chosen_planner".into(), json!(chosen));
             }
-            extra.insert("planning_ms".into(), json!(outcome.elapsed.as_secs_f64() * 1e3));
+            extra.insert(
+                "planning_ms".into(),
+                json!(outcome.elapsed.as_secs_f64() * 1e3),
+            );
             let summary = json::PlanSummary {
                 planner: planner.name().to_string(),
                 lower_bound_bytes: lower_bound,
@@ -141,11 +165,19 @@ fn plan_table(
                         millis(a.elapsed),
                     ]
                 }
-                Err(e) => vec![a.planner.to_string(), format!("error: {e}"), "-".into(), millis(a.elapsed)],
+                Err(e) => vec![
+                    a.planner.to_string(),
+                    format!("error: {e}"),
+                    "-".into(),
+                    millis(a.elapsed),
+                ],
             })
             .collect();
         out.push('\n');
-        out.push_str(&columns(&["planner", "arena", "arena/bound", "time"], &rows));
+        out.push_str(&columns(
+            &["planner", "arena", "arena/bound", "time"],
+            &rows,
+        ));
     }
     out.push('\n');
     if problem.len() <= LISTED_BUFFERS {
@@ -175,8 +207,12 @@ fn plan_table(
 pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Result<ExitCode> {
     let problem = input::read_problem(problem_path)?;
     let plan = input::read_plan(plan_path, &problem)?;
-    let lower_bound = bound::max_live(&problem)
-        .with_context(|| format!("'{}': the bytes live at one step overflow 64 bits", problem_path.display()))?;
+    let lower_bound = bound::max_live(&problem).with_context(|| {
+        format!(
+            "'{}': the bytes live at one step overflow 64 bits",
+            problem_path.display()
+        )
+    })?;
     let report = progress::with_spinner(format!("checking {} buffers", problem.len()), || {
         checker::check(&problem, &plan)
     });
@@ -193,7 +229,11 @@ pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Res
         }
         ReportFormat::Table => {
             let verdict = if report.is_valid() {
-                format!("valid: '{}' is a plan for '{}'", plan_path.display(), problem_path.display())
+                format!(
+                    "valid: '{}' is a plan for '{}'",
+                    plan_path.display(),
+                    problem_path.display()
+                )
             } else {
                 format!(
                     "INVALID: '{}' breaks {} rule(s) of '{}'",
@@ -208,7 +248,10 @@ pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Res
                 ("buffers", problem.len().to_string()),
                 ("arena", arena.map_or("-".into(), bytes)),
                 ("lower bound", bytes(lower_bound)),
-                ("arena/bound", arena.map_or("-".into(), |a| ratio(a, lower_bound))),
+                (
+                    "arena/bound",
+                    arena.map_or("-".into(), |a| ratio(a, lower_bound)),
+                ),
             ]));
             for violation in &report.violations {
                 out.push_str(&format!("  - {violation}\n"));
@@ -227,8 +270,12 @@ pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Res
 /// `memplan bound`.
 pub fn bound(file: &Path, format: ReportFormat) -> Result<ExitCode> {
     let problem = input::read_problem(file)?;
-    let lower_bound = bound::max_live(&problem)
-        .with_context(|| format!("'{}': the bytes live at one step overflow 64 bits", file.display()))?;
+    let lower_bound = bound::max_live(&problem).with_context(|| {
+        format!(
+            "'{}': the bytes live at one step overflow 64 bits",
+            file.display()
+        )
+    })?;
     let total = problem.total_size();
     let text = match format {
         ReportFormat::Json => {
@@ -243,7 +290,10 @@ pub fn bound(file: &Path, format: ReportFormat) -> Result<ExitCode> {
             ("file", file.display().to_string()),
             ("buffers", problem.len().to_string()),
             ("lower bound", format!("{} (max-live)", bytes(lower_bound))),
-            ("sum of sizes", total.map_or("overflows 64 bits".into(), bytes)),
+            (
+                "sum of sizes",
+                total.map_or("overflows 64 bits".into(), bytes),
+            ),
         ]),
     };
     emit(&text, None)?;
@@ -265,10 +315,15 @@ pub fn planners() -> Result<ExitCode> {
 /// Writes the output to a file, or to stdout (a closed pipe is not an error).
 fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
-        Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write '{}'", path.display())),
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("cannot write '{}'", path.display()))
+        }
         None => {
             let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
+            match stdout
+                .write_all(text.as_bytes())
+                .and_then(|_| stdout.flush())
+            {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 other => other.context("cannot write to standard output"),
             }
@@ -289,17 +344,29 @@ struct BenchRow {
 }
 
 /// `memplan bench`.
-pub fn bench(files: &[std::path::PathBuf], names: &[String], format: crate::BenchFormat, repeat: u32) -> Result<ExitCode> {
+pub fn bench(
+    files: &[std::path::PathBuf],
+    names: &[String],
+    format: crate::BenchFormat,
+    repeat: u32,
+) -> Result<ExitCode> {
     let planners: Vec<&'static dyn Planner> = if names.is_empty() {
         planner::all().to_vec()
     } else {
-        names.iter().map(|n| planner::by_name(n)).collect::<std::result::Result<_, _>>()?
+        names
+            .iter()
+            .map(|n| planner::by_name(n))
+            .collect::<std::result::Result<_, _>>()?
     };
     let mut rows = Vec::new();
     for file in files {
         let problem = input::read_problem(file)?;
-        let lower_bound = bound::max_live(&problem)
-            .with_context(|| format!("'{}': the bytes live at one step overflow 64 bits", file.display()))?;
+        let lower_bound = bound::max_live(&problem).with_context(|| {
+            format!(
+                "'{}': the bytes live at one step overflow 64 bits",
+                file.display()
+            )
+        })?;
         for &planner in &planners {
             let message = format!("{} on {}", planner.name(), file.display());
             let (result, elapsed) = progress::with_spinner(message, || {
@@ -358,7 +425,18 @@ pub fn bench(files: &[std::path::PathBuf], names: &[String], format: crate::Benc
                     ]
                 })
                 .collect();
-            columns(&["file", "buffers", "lower bound", "planner", "arena", "arena/bound", "time"], &cells)
+            columns(
+                &[
+                    "file",
+                    "buffers",
+                    "lower bound",
+                    "planner",
+                    "arena",
+                    "arena/bound",
+                    "time",
+                ],
+                &cells,
+            )
         }
         crate::BenchFormat::Json => rows
             .iter()
@@ -388,10 +466,17 @@ pub fn bench(files: &[std::path::PathBuf], names: &[String], format: crate::Benc
             out.push('\n');
             for chunk in rows.chunks(planners.len()) {
                 let first = &chunk[0];
-                out.push_str(&format!("| {} | {} | {} |", first.file, first.buffers, first.lower_bound));
+                out.push_str(&format!(
+                    "| {} | {} | {} |",
+                    first.file, first.buffers, first.lower_bound
+                ));
                 for r in chunk {
                     match &r.arena {
-                        Ok(a) => out.push_str(&format!(" {} ({}) |", ratio(*a, r.lower_bound), millis(r.elapsed))),
+                        Ok(a) => out.push_str(&format!(
+                            " {} ({}) |",
+                            ratio(*a, r.lower_bound),
+                            millis(r.elapsed)
+                        )),
                         Err(_) => out.push_str(" error |"),
                     }
                 }

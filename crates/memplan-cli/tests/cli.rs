@@ -24,7 +24,9 @@ fn normalise(text: &str) -> String {
     for line in text.lines() {
         let line = if let Some(i) = line.find("\"planning_ms\": ") {
             let tail = &line[i + "\"planning_ms\": ".len()..];
-            let rest = tail.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == 'e' || c == '-');
+            let rest = tail.trim_start_matches(|c: char| {
+                c.is_ascii_digit() || c == '.' || c == 'e' || c == '-'
+            });
             format!("{}\"planning_ms\": <TIME>{rest}", &line[..i])
         } else {
             replace_ms(line)
@@ -58,14 +60,20 @@ fn replace_ms(line: &str) -> String {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     let actual = normalise(actual);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing golden file {}; run with UPDATE_GOLDEN=1", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {}; run with UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
 
@@ -86,18 +94,38 @@ fn plan_table_golden() {
 
 #[test]
 fn plan_json_golden() {
-    let out = memplan(&["plan", "examples/small.csv", "--planner", "greedy-size-bestfit", "--format", "json"]);
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "greedy-size-bestfit",
+        "--format",
+        "json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     golden("plan_small_json.txt", &stdout(&out));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for key in ["planner", "arena_bytes", "lower_bound_bytes", "alignment", "buffers"] {
+    for key in [
+        "planner",
+        "arena_bytes",
+        "lower_bound_bytes",
+        "alignment",
+        "buffers",
+    ] {
         assert!(value.get(key).is_some(), "plan JSON lacks '{key}'");
     }
 }
 
 #[test]
 fn plan_csv_golden_with_alignment() {
-    let out = memplan(&["plan", "examples/small.csv", "--format", "csv", "--alignment", "4096"]);
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--format",
+        "csv",
+        "--alignment",
+        "4096",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     golden("plan_small_csv_align4096.txt", &stdout(&out));
 }
@@ -122,7 +150,14 @@ fn csv_and_json_plans_are_accepted_back_by_check() {
     for (format, name) in [("csv", "plan.csv"), ("json", "plan.json")] {
         let path = dir.path().join(name);
         let path = path.to_str().unwrap();
-        let out = memplan(&["plan", "examples/mobilenet_v2.csv", "--format", format, "--output", path]);
+        let out = memplan(&[
+            "plan",
+            "examples/mobilenet_v2.csv",
+            "--format",
+            format,
+            "--output",
+            path,
+        ]);
         assert!(out.status.success(), "{}", stderr(&out));
         let out = memplan(&["check", "examples/mobilenet_v2.csv", path]);
         assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
@@ -143,7 +178,10 @@ fn check_lists_every_violation_and_exits_1() {
     .unwrap();
     let out = memplan(&["check", "examples/small.csv", plan.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    golden("check_invalid.txt", &stdout(&out).replace(plan.to_str().unwrap(), "bad.csv"));
+    golden(
+        "check_invalid.txt",
+        &stdout(&out).replace(plan.to_str().unwrap(), "bad.csv"),
+    );
 }
 
 #[test]
@@ -151,11 +189,31 @@ fn bad_input_exits_2_naming_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&str, &str, &[&str])] = &[
         ("missing_column.csv", "id,lower,size\na,0,4\n", &["upper"]),
-        ("not_a_number.csv", "id,lower,upper,size\na,0,2,4\nb,1,x,4\n", &[":3", "upper", "'x'"]),
-        ("zero_size.csv", "id,lower,upper,size\na,0,2,0\n", &[":2", "size"]),
-        ("negative.csv", "id,lower,upper,size\na,0,2,-4\n", &[":2", "size"]),
-        ("empty_lifetime.csv", "id,lower,upper,size\na,3,3,4\n", &[":2", "upper"]),
-        ("duplicate.csv", "id,lower,upper,size\na,0,2,4\na,1,2,4\n", &[":3", "'a'"]),
+        (
+            "not_a_number.csv",
+            "id,lower,upper,size\na,0,2,4\nb,1,x,4\n",
+            &[":3", "upper", "'x'"],
+        ),
+        (
+            "zero_size.csv",
+            "id,lower,upper,size\na,0,2,0\n",
+            &[":2", "size"],
+        ),
+        (
+            "negative.csv",
+            "id,lower,upper,size\na,0,2,-4\n",
+            &[":2", "size"],
+        ),
+        (
+            "empty_lifetime.csv",
+            "id,lower,upper,size\na,3,3,4\n",
+            &[":2", "upper"],
+        ),
+        (
+            "duplicate.csv",
+            "id,lower,upper,size\na,0,2,4\na,1,2,4\n",
+            &[":3", "'a'"],
+        ),
         (
             "overflow.csv",
             "id,lower,upper,size,offset\na,0,2,4,18446744073709551615\n",
@@ -168,9 +226,15 @@ fn bad_input_exits_2_naming_line_and_field() {
         let out = memplan(&["plan", path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stdout(&out));
         let err = stderr(&out);
-        assert!(err.contains(name), "{name}: error does not name the file: {err}");
+        assert!(
+            err.contains(name),
+            "{name}: error does not name the file: {err}"
+        );
         for needle in *needles {
-            assert!(err.contains(needle), "{name}: error lacks {needle:?}: {err}");
+            assert!(
+                err.contains(needle),
+                "{name}: error lacks {needle:?}: {err}"
+            );
         }
         assert!(!err.contains("panicked"), "{name}: {err}");
     }
@@ -211,7 +275,8 @@ fn done_when_minimalloc_a_best_of_json_is_valid() {
         plan.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     assert_eq!(value["buffers"].as_array().unwrap().len(), 154);
     assert_eq!(value["lower_bound_bytes"], 1048576);
     let out = memplan(&["check", file.to_str().unwrap(), plan.to_str().unwrap()]);

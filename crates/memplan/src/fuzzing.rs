@@ -1,1 +1,139 @@
-//! Fuzz logic shared by the `fuzz/` targets and the smoke tests (filled in by the formats work).
+//! The logic behind the fuzz targets in `fuzz/`, shared with the smoke tests.
+//!
+//! Each function takes arbitrary bytes and panics when an invariant breaks; that panic is
+//! what the fuzzer reports. Keeping the logic here (enabled by the `fuzzing` feature) lets
+//! the targets stay one line long and lets `cargo test` run the same checks.
+
+use crate::io::{csv, json};
+use crate::planner::{self, PlanError};
+use crate::problem::{Buffer, Problem};
+use crate::{bound, checker};
+
+/// Problems with more buffers than this are read and round-tripped, but not planned, so that
+/// one input stays cheap (the reference checker is quadratic).
+pub const MAX_PLANNED_BUFFERS: usize = 200;
+
+/// Fuzzes the minimalloc CSV reader, the writers, every planner and the checker.
+///
+/// The bytes are read as (lossy) UTF-8 by [`csv::read_problem`]. An error must carry a
+/// message and a line. A problem must survive `write_problem` → `read_problem` unchanged.
+/// Then (for at most [`MAX_PLANNED_BUFFERS`] buffers) every planner of
+/// [`planner::all`] plans it: a plan must pass [`checker::check`] with an arena of at least
+/// the max-live bound, and must survive the solution CSV and the plan JSON round trips.
+pub fn csv_reader(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let problem = match csv::read_problem(&text, "fuzz.csv") {
+        Ok(problem) => problem,
+        Err(error) => {
+            assert!(!error.message.is_empty(), "empty error message: {error:?}");
+            assert!(error.line >= 1, "error without a line: {error:?}");
+            return;
+        }
+    };
+    let written = csv::write_problem(&problem);
+    match csv::read_problem(&written, "rewritten.csv") {
+        Ok(reread) => assert_eq!(
+            reread, problem,
+            "write_problem/read_problem changed the problem:\n{written}"
+        ),
+        Err(error) => panic!("write_problem wrote what read_problem rejects: {error}\n{written}"),
+    }
+    if problem.len() > MAX_PLANNED_BUFFERS {
+        return;
+    }
+    let lower_bound = bound::max_live(&problem);
+    let clash = fixed_offsets_clash(&problem);
+    for planner in planner::all() {
+        let name = planner.name();
+        let plan = match planner.plan(&problem) {
+            Ok(plan) => plan,
+            Err(PlanError::FixedOffsetsClash { a, b }) => {
+                assert!(
+                    clash.is_some(),
+                    "{name} reports fixed offsets of '{a}' and '{b}' clashing, but no fixed offsets clash"
+                );
+                continue;
+            }
+            Err(PlanError::ArenaOverflow) => continue,
+        };
+        let report = checker::check(&problem, &plan);
+        if let Some((a, b)) = &clash {
+            panic!(
+                "{name} returned a plan although the fixed offsets of '{a}' and '{b}' clash (no valid plan exists); checker verdict: {:?}",
+                report.violations
+            );
+        } else {
+            assert!(
+                report.is_valid(),
+                "{name} made an invalid plan: {:?}\n{written}",
+                report.violations
+            );
+            let arena = report.arena_bytes;
+            assert!(
+                matches!((arena, lower_bound), (Some(arena), Some(bound)) if arena >= bound),
+                "{name}: arena {arena:?} is below the max-live bound {lower_bound:?}"
+            );
+        }
+        if report.arena_bytes.is_none() {
+            continue;
+        }
+        let solution = csv::write_solution(&problem, &plan);
+        match csv::read_solution(&solution, "solution.csv", &problem) {
+            Ok(reread) => assert_eq!(
+                reread.offsets, plan.offsets,
+                "solution round trip:\n{solution}"
+            ),
+            Err(error) => {
+                panic!("write_solution wrote what read_solution rejects: {error}\n{solution}")
+            }
+        }
+        let summary = json::PlanSummary {
+            planner: name.to_string(),
+            lower_bound_bytes: lower_bound.unwrap_or(0),
+            alignment: 1,
+            extra: serde_json::Map::new(),
+        };
+        let text = json::write_plan_json(&problem, &plan, &summary);
+        match json::read_plan_json(&text, "plan.json", &problem) {
+            Ok(reread) => {
+                assert_eq!(
+                    reread.offsets, plan.offsets,
+                    "plan JSON round trip:\n{text}"
+                );
+                let claimed = plan.arena_bytes.or(report.arena_bytes);
+                assert_eq!(reread.arena_bytes, claimed, "plan JSON round trip:\n{text}");
+            }
+            Err(error) => {
+                panic!("write_plan_json wrote what read_plan_json rejects: {error}\n{text}")
+            }
+        }
+    }
+}
+
+/// Two buffers whose fixed offsets overlap while they must not share bytes, if any:
+/// then no valid plan exists. Found independently of the planners and the checker.
+fn fixed_offsets_clash(problem: &Problem) -> Option<(String, String)> {
+    let fixed: Vec<(usize, &Buffer, u64)> = problem
+        .buffers()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.fixed_offset.map(|o| (i, b, o)))
+        .collect();
+    let conflict = |i: usize, j: usize| {
+        problem
+            .conflicts()
+            .iter()
+            .any(|&(a, b)| (a.index(), b.index()) == (i.min(j), i.max(j)))
+    };
+    for (k, &(i, a, a_offset)) in fixed.iter().enumerate() {
+        for &(j, b, b_offset) in &fixed[k + 1..] {
+            let a_end = a_offset.saturating_add(a.size);
+            let b_end = b_offset.saturating_add(b.size);
+            let share_bytes = a_offset < b_end && b_offset < a_end;
+            if share_bytes && (a.live_together(b) || conflict(i, j)) {
+                return Some((a.name.clone(), b.name.clone()));
+            }
+        }
+    }
+    None
+}

@@ -1,1 +1,254 @@
-//! Plan JSON (filled in by the formats work).
+//! Plan JSON: the stable, machine-readable result of planning.
+//!
+//! ```json
+//! {
+//!   "planner": "naive",
+//!   "arena_bytes": 12,
+//!   "lower_bound_bytes": 12,
+//!   "alignment": 1,
+//!   "buffers": [
+//!     { "id": "b1", "size": 4, "start": 0, "end": 3, "offset": 8 }
+//!   ],
+//!   "elapsed_ms": 0.2
+//! }
+//! ```
+//!
+//! The fixed keys come first, in this order, and keep their names and meaning:
+//! - `planner`: the planner's name;
+//! - `arena_bytes`: the arena, `max(offset + size)`;
+//! - `lower_bound_bytes`: a lower bound on any valid arena (max-live);
+//! - `alignment`: the alignment the problem was planned with;
+//! - `buffers`: one object per buffer, in problem order: `id` (name), `size`, `start` and
+//!   `end` (the half-open lifetime `[start, end)`), `offset`.
+//!
+//! Further top-level keys ([`PlanSummary::extra`]) follow them. Readers ignore keys they do
+//! not know, at the top level and inside buffers, so fields can be added.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::plan::{arena_bytes, Plan};
+use crate::problem::Problem;
+
+/// The top-level keys every plan JSON has, in the order they are written.
+pub const FIXED_KEYS: [&str; 5] = [
+    "planner",
+    "arena_bytes",
+    "lower_bound_bytes",
+    "alignment",
+    "buffers",
+];
+
+/// What a plan JSON says besides the problem and the plan.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlanSummary {
+    /// The planner's name (`planner`).
+    pub planner: String,
+    /// A lower bound on the arena of any valid plan (`lower_bound_bytes`).
+    pub lower_bound_bytes: u64,
+    /// The alignment the problem was planned with (`alignment`).
+    pub alignment: u64,
+    /// More top-level keys, written after the fixed ones in the map's order. A key named like
+    /// one of [`FIXED_KEYS`] is not written: the fixed key keeps its meaning.
+    pub extra: Map<String, Value>,
+}
+
+/// Why a plan JSON could not be read.
+///
+/// Displays as `{source}:{line}:{column}: {message}`, or `{source}: {message}` when the
+/// error has no position (a buffer that does not match the problem).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonError {
+    /// The name of the input, as given to the reader.
+    pub source: String,
+    /// 1-based line, for syntax and type errors.
+    pub line: Option<usize>,
+    /// 1-based column, for syntax and type errors.
+    pub column: Option<usize>,
+    /// What was wrong and what would fix it.
+    pub message: String,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.source)?;
+        if let Some(line) = self.line {
+            write!(f, "{line}:")?;
+            if let Some(column) = self.column {
+                write!(f, "{column}:")?;
+            }
+        }
+        write!(f, " {}", self.message)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+#[derive(Serialize)]
+struct PlanOut<'a> {
+    planner: &'a str,
+    arena_bytes: Option<u64>,
+    lower_bound_bytes: u64,
+    alignment: u64,
+    buffers: Vec<BufferOut<'a>>,
+    #[serde(flatten)]
+    extra: Extra<'a>,
+}
+
+#[derive(Serialize)]
+struct BufferOut<'a> {
+    id: &'a str,
+    size: u64,
+    start: u64,
+    end: u64,
+    offset: Option<u64>,
+}
+
+/// The extra keys minus those that would repeat a fixed key.
+struct Extra<'a>(&'a Map<String, Value>);
+
+impl Serialize for Extra<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(
+            self.0
+                .iter()
+                .filter(|(key, _)| !FIXED_KEYS.contains(&key.as_str())),
+        )
+    }
+}
+
+/// Writes the plan as pretty-printed JSON ending with a newline.
+///
+/// `arena_bytes` is the plan's claim, or `max(offset + size)` recomputed when it claims
+/// none. The plan should have one offset per buffer ([`Plan`]'s contract); where it does
+/// not, a missing offset, and an arena that cannot be computed, are written as `null`.
+pub fn write_plan_json(problem: &Problem, plan: &Plan, summary: &PlanSummary) -> String {
+    let out = PlanOut {
+        planner: &summary.planner,
+        arena_bytes: plan
+            .arena_bytes
+            .or_else(|| arena_bytes(problem, &plan.offsets)),
+        lower_bound_bytes: summary.lower_bound_bytes,
+        alignment: summary.alignment,
+        buffers: problem
+            .buffers()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| BufferOut {
+                id: &b.name,
+                size: b.size,
+                start: b.lifetime.start,
+                end: b.lifetime.end,
+                offset: plan.offsets.get(i).copied(),
+            })
+            .collect(),
+        extra: Extra(&summary.extra),
+    };
+    // Strings, integers and `Value`s with string keys always serialize.
+    let mut text = serde_json::to_string_pretty(&out).expect("plan JSON serializes");
+    text.push('\n');
+    text
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "a plan object with \"arena_bytes\" and \"buffers\"")]
+struct PlanIn {
+    #[serde(default)]
+    arena_bytes: Option<u64>,
+    buffers: Vec<BufferIn>,
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "a buffer object with \"id\", \"size\", \"start\", \"end\" and \"offset\"")]
+struct BufferIn {
+    id: String,
+    size: u64,
+    start: u64,
+    end: u64,
+    offset: u64,
+}
+
+/// Reads a plan JSON written for `problem`.
+///
+/// Buffers are matched by `id`: every buffer of the problem must appear exactly once, with
+/// the problem's `size`, `start` and `end`. The plan claims the file's `arena_bytes`
+/// (`None` when it is absent or `null`); whether the plan is valid is for
+/// [`crate::checker`] to say. Unknown keys are ignored.
+pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Plan, JsonError> {
+    let error = |message: String| JsonError {
+        source: source.to_string(),
+        line: None,
+        column: None,
+        message,
+    };
+    let parsed: PlanIn = serde_json::from_str(text).map_err(|e| {
+        let (line, column) = (e.line(), e.column());
+        let full = e.to_string();
+        let suffix = format!(" at line {line} column {column}");
+        let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+        JsonError {
+            source: source.to_string(),
+            line: (line > 0).then_some(line),
+            column: (line > 0).then_some(column),
+            message: format!("{message} (expected a plan JSON as written by memplan)"),
+        }
+    })?;
+    let index: HashMap<&str, usize> = problem
+        .buffers()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.name.as_str(), i))
+        .collect();
+    let mut offsets: Vec<Option<u64>> = vec![None; problem.len()];
+    for (position, entry) in parsed.buffers.iter().enumerate() {
+        let Some(&i) = index.get(entry.id.as_str()) else {
+            return Err(error(format!(
+                "buffers[{position}]: id '{}' is not a buffer of the problem; is this the plan \
+                 of another problem?",
+                entry.id
+            )));
+        };
+        if offsets[i].is_some() {
+            return Err(error(format!(
+                "buffers[{position}]: buffer '{}' appears twice; a plan lists each buffer once",
+                entry.id
+            )));
+        }
+        let buffer = &problem.buffers()[i];
+        for (key, here, there) in [
+            ("size", entry.size, buffer.size),
+            ("start", entry.start, buffer.lifetime.start),
+            ("end", entry.end, buffer.lifetime.end),
+        ] {
+            if here != there {
+                return Err(error(format!(
+                    "buffers[{position}]: buffer '{}' has {key} {here} but {there} in the \
+                     problem; is this the plan of another problem?",
+                    entry.id
+                )));
+            }
+        }
+        offsets[i] = Some(entry.offset);
+    }
+    let missing: Vec<&str> = problem
+        .buffers()
+        .iter()
+        .zip(&offsets)
+        .filter(|(_, o)| o.is_none())
+        .map(|(b, _)| b.name.as_str())
+        .collect();
+    if let Some(first) = missing.first() {
+        return Err(error(format!(
+            "{} buffer(s) of the problem are not in the plan, the first is '{first}'; a plan \
+             lists every buffer",
+            missing.len()
+        )));
+    }
+    Ok(Plan {
+        offsets: offsets.into_iter().flatten().collect(),
+        arena_bytes: parsed.arena_bytes,
+    })
+}

@@ -1,5 +1,6 @@
 //! `naive`: one block per buffer, nothing shared.
 
+use super::placement::Engine;
 use super::{PlanError, Planner};
 use crate::plan::Plan;
 use crate::problem::Problem;
@@ -28,6 +29,10 @@ impl Planner for Naive {
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
+        // Fixed buffers that must not share bytes but overlap make every plan invalid.
+        if problem.buffers().iter().any(|b| b.fixed_offset.is_some()) {
+            Engine::new(problem).place_fixed()?;
+        }
         let buffers = problem.buffers();
         let mut top = 0u64;
         for b in buffers {

@@ -1,0 +1,241 @@
+//! Plan JSON: writing, reading back, key order and errors.
+
+use memplan::io::json::{read_plan_json, write_plan_json, JsonError, PlanSummary, FIXED_KEYS};
+use memplan::{Buffer, Plan, Problem};
+use serde_json::{json, Map, Value};
+
+fn problem() -> Problem {
+    Problem::from_buffers(vec![
+        Buffer::new("b1", 4, 0, 3),
+        Buffer::new("b2", 4, 3, 9),
+        Buffer::new("b3", 4, 0, 9),
+    ])
+    .unwrap()
+}
+
+fn plan() -> Plan {
+    Plan::new(&problem(), vec![4, 4, 0]).unwrap()
+}
+
+fn summary() -> PlanSummary {
+    let mut extra = Map::new();
+    extra.insert("elapsed_ms".to_string(), json!(1.5));
+    extra.insert("arena_bytes".to_string(), json!("shadow"));
+    extra.insert("violations".to_string(), json!([]));
+    PlanSummary {
+        planner: "naive".to_string(),
+        lower_bound_bytes: 8,
+        alignment: 1,
+        extra,
+    }
+}
+
+#[test]
+fn writes_the_documented_shape() {
+    let text = write_plan_json(&problem(), &plan(), &summary());
+    assert!(text.ends_with("}\n"), "{text}");
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["planner"], "naive");
+    assert_eq!(value["arena_bytes"], 8);
+    assert_eq!(value["lower_bound_bytes"], 8);
+    assert_eq!(value["alignment"], 1);
+    assert_eq!(
+        value["buffers"][1],
+        json!({"id": "b2", "size": 4, "start": 3, "end": 9, "offset": 4})
+    );
+    assert_eq!(value["elapsed_ms"], 1.5);
+    assert_eq!(value["violations"], json!([]));
+    let ids: Vec<&str> = value["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["b1", "b2", "b3"], "buffers in problem order");
+}
+
+#[test]
+fn fixed_keys_come_first_in_order_then_extra() {
+    let text = write_plan_json(&problem(), &plan(), &summary());
+    let top_level_keys: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  \"") && !l.starts_with("   "))
+        .map(|l| l.trim_start().split('"').nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        top_level_keys,
+        [FIXED_KEYS.as_slice(), &["elapsed_ms", "violations"]].concat(),
+        "{text}"
+    );
+    let buffer_keys: Vec<usize> = ["\"id\"", "\"size\"", "\"start\"", "\"end\"", "\"offset\""]
+        .iter()
+        .map(|k| text.find(k).unwrap())
+        .collect();
+    assert!(buffer_keys.windows(2).all(|w| w[0] < w[1]), "{text}");
+    // An extra key named like a fixed key does not shadow it.
+    assert_eq!(text.matches("\"arena_bytes\"").count(), 1);
+    assert!(!text.contains("shadow"));
+}
+
+#[test]
+fn round_trips() {
+    let (problem, plan) = (problem(), plan());
+    let text = write_plan_json(&problem, &plan, &summary());
+    let back = read_plan_json(&text, "plan.json", &problem).unwrap();
+    assert_eq!(back, plan);
+}
+
+#[test]
+fn recomputes_the_arena_when_the_plan_claims_none() {
+    let (problem, mut plan) = (problem(), plan());
+    plan.arena_bytes = None;
+    let text = write_plan_json(&problem, &plan, &summary());
+    let back = read_plan_json(&text, "plan.json", &problem).unwrap();
+    assert_eq!(back.arena_bytes, Some(8));
+    // A wrong claim is written as claimed, for the checker to catch.
+    plan.arena_bytes = Some(99);
+    let text = write_plan_json(&problem, &plan, &summary());
+    assert_eq!(
+        read_plan_json(&text, "p", &problem).unwrap().arena_bytes,
+        Some(99)
+    );
+}
+
+#[test]
+fn a_short_plan_writes_null_and_reads_back_as_an_error() {
+    let problem = problem();
+    let plan = Plan {
+        offsets: vec![0],
+        arena_bytes: None,
+    };
+    let text = write_plan_json(&problem, &plan, &summary());
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["arena_bytes"], Value::Null);
+    assert_eq!(value["buffers"][2]["offset"], Value::Null);
+    let err = read_plan_json(&text, "p", &problem).unwrap_err();
+    assert!(err.message.contains("null"), "{err}");
+    assert!(err.line.is_some(), "{err}");
+}
+
+#[test]
+fn ignores_unknown_keys_and_accepts_any_buffer_order() {
+    let text = r#"{"arena_bytes": 8, "note": "x", "buffers": [
+        {"id": "b3", "size": 4, "start": 0, "end": 9, "offset": 0, "color": "red"},
+        {"id": "b1", "size": 4, "start": 0, "end": 3, "offset": 4},
+        {"id": "b2", "size": 4, "start": 3, "end": 9, "offset": 4}]}"#;
+    assert_eq!(read_plan_json(text, "p", &problem()).unwrap(), plan());
+}
+
+#[track_caller]
+fn bad(text: &str, position: Option<(usize, usize)>, words: &[&str]) -> JsonError {
+    let err = read_plan_json(text, "plan.json", &problem()).expect_err(text);
+    assert_eq!(err.source, "plan.json");
+    assert_eq!(err.line.zip(err.column), position, "{err}");
+    for word in words {
+        assert!(err.message.contains(word), "'{word}' not in: {err}");
+    }
+    let shown = err.to_string();
+    match position {
+        Some((line, column)) => assert!(
+            shown.starts_with(&format!("plan.json:{line}:{column}: ")),
+            "{shown}"
+        ),
+        None => assert!(shown.starts_with("plan.json: "), "{shown}"),
+    }
+    err
+}
+
+#[test]
+fn syntax_and_type_errors_have_a_position() {
+    bad(
+        "{\n  \"arena_bytes\": 8,\n  \"buffers\": [,]\n}",
+        Some((3, 15)),
+        &["expected"],
+    );
+    bad("", Some((1, 0)), &["EOF"]);
+    bad("\"plan\"", Some((1, 6)), &["plan object"]);
+    bad("{\"buffers\": []", Some((1, 14)), &["EOF"]);
+    bad(
+        "{\"arena_bytes\": 8}",
+        Some((1, 18)),
+        &["missing field `buffers`"],
+    );
+    bad(
+        "{\"arena_bytes\": -8, \"buffers\": []}",
+        Some((1, 18)),
+        &["-8"],
+    );
+    bad(
+        "{\"arena_bytes\": 8, \"buffers\": [{\"id\": \"b1\", \"size\": 4}]}",
+        Some((1, 54)),
+        &["missing field `start`"],
+    );
+}
+
+fn with_buffers(buffers: Value) -> String {
+    json!({"planner": "x", "arena_bytes": 8, "lower_bound_bytes": 8, "alignment": 1, "buffers": buffers}).to_string()
+}
+
+#[test]
+fn buffers_must_match_the_problem() {
+    let b1 = json!({"id": "b1", "size": 4, "start": 0, "end": 3, "offset": 4});
+    let b2 = json!({"id": "b2", "size": 4, "start": 3, "end": 9, "offset": 4});
+    let b3 = json!({"id": "b3", "size": 4, "start": 0, "end": 9, "offset": 0});
+    bad(
+        &with_buffers(json!([b1, b2])),
+        None,
+        &["1 buffer(s)", "'b3'"],
+    );
+    bad(
+        &with_buffers(
+            json!([b1, b2, b3, {"id": "b4", "size": 1, "start": 0, "end": 1, "offset": 0}]),
+        ),
+        None,
+        &["buffers[3]", "'b4'", "not a buffer"],
+    );
+    bad(
+        &with_buffers(json!([b1, b2, b3, b1])),
+        None,
+        &["buffers[3]", "'b1'", "twice"],
+    );
+    let mut wrong = b3.clone();
+    wrong["size"] = json!(5);
+    bad(
+        &with_buffers(json!([b1, b2, wrong])),
+        None,
+        &["'b3'", "size 5", "4 in the problem"],
+    );
+    let mut wrong = b2.clone();
+    wrong["end"] = json!(10);
+    bad(
+        &with_buffers(json!([b1, wrong, b3])),
+        None,
+        &["'b2'", "end 10", "9 in the problem"],
+    );
+    let mut wrong = b1.clone();
+    wrong["start"] = json!(1);
+    bad(
+        &with_buffers(json!([wrong, b2, b3])),
+        None,
+        &["'b1'", "start 1"],
+    );
+}
+
+#[test]
+fn missing_or_null_arena_is_no_claim() {
+    let b = json!([
+        {"id": "b1", "size": 4, "start": 0, "end": 3, "offset": 4},
+        {"id": "b2", "size": 4, "start": 3, "end": 9, "offset": 4},
+        {"id": "b3", "size": 4, "start": 0, "end": 9, "offset": 0}
+    ]);
+    let text = json!({"buffers": b}).to_string();
+    assert_eq!(
+        read_plan_json(&text, "p", &problem()).unwrap().arena_bytes,
+        None
+    );
+    let text = json!({"buffers": b, "arena_bytes": null}).to_string();
+    assert_eq!(
+        read_plan_json(&text, "p", &problem()).unwrap().arena_bytes,
+        None
+    );
+}
