@@ -1,0 +1,14 @@
+//! memplan-graph: the dataflow graph of a model and its translation into a memplan
+//! [`memplan::Problem`].
+//!
+//! A [`Graph`] holds nodes (operators) and values (tensors). A value is a hyperedge: one
+//! producer output feeding any number of consumer inputs. Front-ends (ONNX, our JSON graph
+//! format, training profiles) build a `Graph`; analyses turn it into buffers with lifetimes.
+//! This crate depends on `memplan` and never the reverse.
+
+pub mod ir;
+
+pub use ir::{
+    Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
+    ValueKind,
+};
