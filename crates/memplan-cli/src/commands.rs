@@ -69,12 +69,7 @@ pub fn plan(
             )
         })?;
     }
-    let lower_bound = bound::max_live(&problem).with_context(|| {
-        format!(
-            "'{}': the bytes live at one step overflow 64 bits",
-            file.display()
-        )
-    })?;
+    let lower_bound = max_live(&problem, file)?;
     let message = format!("{}: {} buffers", planner.name(), problem.len());
     let outcome =
         progress::with_spinner(message, || run(planner, &problem)).with_context(|| {
@@ -207,12 +202,7 @@ fn plan_table(
 pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Result<ExitCode> {
     let problem = input::read_problem(problem_path)?;
     let plan = input::read_plan(plan_path, &problem)?;
-    let lower_bound = bound::max_live(&problem).with_context(|| {
-        format!(
-            "'{}': the bytes live at one step overflow 64 bits",
-            problem_path.display()
-        )
-    })?;
+    let lower_bound = max_live(&problem, problem_path)?;
     let report = progress::with_spinner(format!("checking {} buffers", problem.len()), || {
         checker::check(&problem, &plan)
     });
@@ -270,12 +260,7 @@ pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Res
 /// `memplan bound`.
 pub fn bound(file: &Path, format: ReportFormat) -> Result<ExitCode> {
     let problem = input::read_problem(file)?;
-    let lower_bound = bound::max_live(&problem).with_context(|| {
-        format!(
-            "'{}': the bytes live at one step overflow 64 bits",
-            file.display()
-        )
-    })?;
+    let lower_bound = max_live(&problem, file)?;
     let total = problem.total_size();
     let text = match format {
         ReportFormat::Json => {
@@ -361,12 +346,7 @@ pub fn bench(
     let mut rows = Vec::new();
     for file in files {
         let problem = input::read_problem(file)?;
-        let lower_bound = bound::max_live(&problem).with_context(|| {
-            format!(
-                "'{}': the bytes live at one step overflow 64 bits",
-                file.display()
-            )
-        })?;
+        let lower_bound = max_live(&problem, file)?;
         for &planner in &planners {
             let message = format!("{} on {}", planner.name(), file.display());
             let (result, elapsed) = progress::with_spinner(message, || {
@@ -487,4 +467,14 @@ pub fn bench(
     };
     emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The max-live lower bound, or an error naming the file when it overflows 64 bits.
+fn max_live(problem: &Problem, file: &Path) -> Result<u64> {
+    bound::max_live(problem).with_context(|| {
+        format!(
+            "'{}': the bytes live at one step add up to more than 2^64",
+            file.display()
+        )
+    })
 }

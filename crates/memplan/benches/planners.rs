@@ -44,27 +44,10 @@ fn synthetic(n: usize) -> Problem {
     Problem::from_buffers(buffers).expect("a valid synthetic problem")
 }
 
-/// A tiny reader for the benchmarks' `id,lower,upper,size` CSV (header, then rows).
+/// Reads a benchmark file, `None` when it is absent.
 fn read_csv(path: &Path) -> Option<Problem> {
     let text = std::fs::read_to_string(path).ok()?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next()?.split(',').map(str::trim).collect();
-    let column = |name: &str| header.iter().position(|h| *h == name);
-    let (id, lower, upper, size) = (
-        column("id")?,
-        column("lower")?,
-        column("upper")?,
-        column("size")?,
-    );
-    let buffers = lines
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            let number = |i: usize| fields[i].parse::<u64>().expect("a number");
-            Buffer::new(fields[id], number(size), number(lower), number(upper))
-        })
-        .collect();
-    Problem::from_buffers(buffers).ok()
+    memplan::io::csv::read_problem(&text, &path.display().to_string()).ok()
 }
 
 fn bench_planners(c: &mut Criterion) {

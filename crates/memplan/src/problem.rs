@@ -304,6 +304,15 @@ impl Problem {
         (0..self.buffers.len() as u32).map(BufferId)
     }
 
+    /// A map from buffer name to id, for matching rows of other files to this problem.
+    pub fn ids_by_name(&self) -> HashMap<&str, BufferId> {
+        self.buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name.as_str(), BufferId(i as u32)))
+            .collect()
+    }
+
     /// Sum of all sizes (the arena of a plan that shares nothing), or `None` on overflow.
     pub fn total_size(&self) -> Option<u64> {
         self.buffers

@@ -1,8 +1,6 @@
 //! The sweep-line checker against the pairwise reference, and the max-live bound against
 //! a brute force and the published numbers of the shared benchmarks.
 
-use std::path::Path;
-
 use memplan::checker::{check, check_naive, Report, Violation};
 use memplan::planner::{Naive, Planner};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
@@ -265,134 +263,16 @@ proptest! {
 // The shared benchmarks: a tiny reader of `id,lower,upper,size` CSVs (the real reader
 // lives in `memplan::io`), checked against the numbers published in their READMEs.
 
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/benchmarks");
-
-/// (file under `SHARED`, buffers, max-live lower bound, sum of sizes), from
-/// `minimalloc/README.md` and `idealloc/README.md`.
-const BENCHMARKS: [(&str, usize, u64, u64); 17] = [
-    (
-        "minimalloc/challenging/A.1048576.csv",
-        154,
-        1048576,
-        15071232,
-    ),
-    (
-        "minimalloc/challenging/B.1048576.csv",
-        170,
-        1048576,
-        17871872,
-    ),
-    (
-        "minimalloc/challenging/C.1048576.csv",
-        203,
-        1039360,
-        21476352,
-    ),
-    ("minimalloc/challenging/D.1048576.csv", 213, 986112, 7328768),
-    (
-        "minimalloc/challenging/E.1048576.csv",
-        215,
-        1048576,
-        25556992,
-    ),
-    (
-        "minimalloc/challenging/F.1048576.csv",
-        296,
-        1048576,
-        20930560,
-    ),
-    (
-        "minimalloc/challenging/G.1048576.csv",
-        308,
-        1048576,
-        20795392,
-    ),
-    (
-        "minimalloc/challenging/H.1048576.csv",
-        316,
-        1048576,
-        20830208,
-    ),
-    (
-        "minimalloc/challenging/I.1048576.csv",
-        374,
-        1048576,
-        48854016,
-    ),
-    (
-        "minimalloc/challenging/J.1048576.csv",
-        409,
-        989184,
-        13794304,
-    ),
-    (
-        "minimalloc/challenging/K.1048576.csv",
-        454,
-        1048576,
-        79005696,
-    ),
-    ("minimalloc/examples/input.12.csv", 5, 12, 20),
-    ("idealloc/iopddl/G_1.csv", 816, 3030937746, 6060429057),
-    (
-        "idealloc/somas_tensors/resnet50.csv",
-        1042,
-        1515472556,
-        3424204028,
-    ),
-    (
-        "idealloc/somas_tensors/pangu_2.6B.csv",
-        18692,
-        5530099775,
-        276636552888,
-    ),
-    ("idealloc/iopddl/S_1.csv", 28526, 1498635932, 20515359620),
-    (
-        "idealloc/iopddl/Y_1.csv",
-        62185,
-        497261190115,
-        3315501617562,
-    ),
-];
-
-fn read_csv(path: &Path) -> Problem {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    let column = |name: &str| {
-        header
-            .iter()
-            .position(|h| h.trim() == name)
-            .unwrap_or_else(|| panic!("{path:?}: no column '{name}'"))
-    };
-    let (id, lower, upper, size) = (
-        column("id"),
-        column("lower"),
-        column("upper"),
-        column("size"),
-    );
-    let buffers = lines
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| {
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            let number = |i: usize| -> u64 {
-                fields[i]
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{path:?}: '{line}': {e}"))
-            };
-            Buffer::new(fields[id], number(size), number(lower), number(upper))
-        })
-        .collect();
-    Problem::from_buffers(buffers).unwrap_or_else(|e| panic!("{path:?}: {e}"))
-}
+mod common;
+use common::{read_benchmark as read_csv, shared_benchmarks, BENCHMARKS};
 
 #[test]
 fn shared_benchmarks_have_their_published_max_live_and_naive_plans_check_valid() {
-    if !Path::new(SHARED).is_dir() {
-        eprintln!("skipping: ../shared not found (looked for {SHARED})");
+    let Some(shared) = shared_benchmarks() else {
         return;
-    }
-    for (file, buffers, max_live, total) in BENCHMARKS {
-        let p = read_csv(&Path::new(SHARED).join(file));
+    };
+    for &(file, buffers, max_live, total) in BENCHMARKS {
+        let p = read_csv(&shared.join(file));
         assert_eq!(p.len(), buffers, "{file}: buffers");
         assert_eq!(p.total_size(), Some(total), "{file}: sum of sizes");
         assert_eq!(bound::max_live(&p), Some(max_live), "{file}: max-live");

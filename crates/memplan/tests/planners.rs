@@ -534,30 +534,8 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 // The benchmark files of ../shared.
 
-/// A tiny reader for the benchmarks' `id,lower,upper,size` CSV (header, then rows).
-fn read_csv(path: &Path) -> Problem {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').map(str::trim).collect();
-    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (id, lower, upper, size) = (
-        column("id"),
-        column("lower"),
-        column("upper"),
-        column("size"),
-    );
-    let buffers = lines
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-            let number = |i: usize| fields[i].parse::<u64>().unwrap();
-            Buffer::new(fields[id], number(size), number(lower), number(upper))
-        })
-        .collect();
-    Problem::from_buffers(buffers).unwrap()
-}
-
-const SHARED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/benchmarks");
+mod common;
+use common::{read_benchmark as read_csv, SHARED};
 
 /// The CSV files of these folders of `../shared/benchmarks`, or `None` (with a note on
 /// stderr) when `../shared` is absent.

@@ -174,19 +174,14 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
 pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan, CsvError> {
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, true)?;
-    let index: HashMap<&str, usize> = problem
-        .buffers()
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (b.name.as_str(), i))
-        .collect();
+    let index = problem.ids_by_name();
     let mut offsets: Vec<Option<u64>> = vec![None; problem.len()];
     let mut row_lines = vec![0usize; problem.len()];
     let mut last_line = header.line;
     while let Some(record) = records.next_record()? {
         last_line = record.line;
         let row = header.row(&record)?;
-        let Some(&i) = index.get(row.name.as_str()) else {
+        let Some(i) = index.get(row.name.as_str()).map(|id| id.index()) else {
             return Err(row.error(
                 &header,
                 Field::Id,

@@ -24,7 +24,6 @@
 //! Further top-level keys ([`PlanSummary::extra`]) follow them. Readers ignore keys they do
 //! not know, at the top level and inside buffers, so fields can be added.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
@@ -196,15 +195,10 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
             message: format!("{message} (expected a plan JSON as written by memplan)"),
         }
     })?;
-    let index: HashMap<&str, usize> = problem
-        .buffers()
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (b.name.as_str(), i))
-        .collect();
+    let index = problem.ids_by_name();
     let mut offsets: Vec<Option<u64>> = vec![None; problem.len()];
     for (position, entry) in parsed.buffers.iter().enumerate() {
-        let Some(&i) = index.get(entry.id.as_str()) else {
+        let Some(i) = index.get(entry.id.as_str()).map(|id| id.index()) else {
             return Err(error(format!(
                 "buffers[{position}]: id '{}' is not a buffer of the problem; is this the plan \
                  of another problem?",
