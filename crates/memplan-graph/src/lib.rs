@@ -6,9 +6,15 @@
 //! format, training profiles) build a `Graph`; analyses turn it into buffers with lifetimes.
 //! This crate depends on `memplan` and never the reverse.
 
+pub mod analysis;
 pub mod ir;
+pub mod json;
+pub mod order;
 
+pub use analysis::{analyse, Analysis, AnalysisError, Options, Role, Stats, ValueInfo};
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
     ValueKind,
 };
+pub use json::{read_graph_json, write_graph_json, JsonGraphError};
+pub use order::{execution_order, Order, OrderError};
