@@ -247,7 +247,7 @@ fn graph_rows(
                 "'{}': {} nodes, {} tensors in the arena",
                 graph.name,
                 graph.nodes().len(),
-                stats.activation_values
+                stats.arena_values
             ),
         ),
         (

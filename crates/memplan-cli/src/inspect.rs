@@ -128,6 +128,8 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: GraphSettings) -> R
                 "inplace": settings.options.inplace,
                 "tensors": tensors,
                 "totals": {
+                    "arena_tensors": stats.arena_values,
+                    "arena_bytes": stats.arena_bytes,
                     "activation_tensors": stats.activation_values,
                     "activation_bytes": stats.activation_bytes,
                     "weight_and_constant_bytes": stats.weight_bytes,
@@ -191,9 +193,17 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: GraphSettings) -> R
             out.push('\n');
             out.push_str(&key_values(&[
                 (
+                    "arena tensors",
+                    format!(
+                        "{}, {} (graph inputs, activations, graph outputs)",
+                        stats.arena_values,
+                        bytes(stats.arena_bytes)
+                    ),
+                ),
+                (
                     "activations",
                     format!(
-                        "{} tensors, {}",
+                        "{}, {} (without graph inputs and outputs)",
                         stats.activation_values,
                         bytes(stats.activation_bytes)
                     ),

@@ -286,7 +286,10 @@ fn done_when_minimalloc_a_best_of_json_is_valid() {
 #[test]
 fn inspect_golden_in_every_format() {
     let cases: &[(&[&str], &str)] = &[
-        (&["inspect", "examples/small_cnn.json"], "inspect_small_cnn_table.txt"),
+        (
+            &["inspect", "examples/small_cnn.json"],
+            "inspect_small_cnn_table.txt",
+        ),
         (
             &[
                 "inspect",
@@ -367,15 +370,24 @@ fn graph_errors_exit_2_naming_file_and_nodes() {
             &["bound", &format!("{data}/dangling.json")],
             &["'add'", "'ghost'"],
         ),
-        (&["inspect", "examples/small.csv"], &["small.csv", "not a graph"]),
-        (&["inspect", "model.onnx"], &["model.onnx", "ONNX import is not built"]),
+        (
+            &["inspect", "examples/small.csv"],
+            &["small.csv", "not a graph"],
+        ),
+        (
+            &["inspect", "model.onnx"],
+            &["model.onnx", "ONNX import is not built"],
+        ),
     ];
     for (args, needles) in cases {
         let out = memplan(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
         let err = stderr(&out);
         for needle in *needles {
-            assert!(err.contains(needle), "{args:?}: error lacks {needle:?}: {err}");
+            assert!(
+                err.contains(needle),
+                "{args:?}: error lacks {needle:?}: {err}"
+            );
         }
     }
     let out = memplan(&[

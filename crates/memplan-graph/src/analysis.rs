@@ -216,8 +216,13 @@ pub struct ValueInfo {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Number of arena values (graph inputs, activations, graph outputs).
-    pub activation_values: usize,
+    pub arena_values: usize,
     /// Sum of the bytes of every arena value, each counted once.
+    pub arena_bytes: u64,
+    /// Number of arena values that are neither graph inputs nor graph outputs (the
+    /// reference `activation_tensors`).
+    pub activation_values: usize,
+    /// Their bytes (the reference `sum_activation_bytes`).
     pub activation_bytes: u64,
     /// Sum of the bytes of weights and constants (not in the arena).
     pub weight_bytes: u64,
@@ -393,11 +398,16 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
             continue;
         };
         let value = graph.value(id);
-        stats.activation_values += 1;
-        stats.activation_bytes = stats
-            .activation_bytes
+        stats.arena_values += 1;
+        stats.arena_bytes = stats
+            .arena_bytes
             .checked_add(value.bytes)
             .ok_or(AnalysisError::Overflow)?;
+        if values[id.index()].role == Role::Activation {
+            stats.activation_values += 1;
+            // At most arena_bytes, which did not overflow.
+            stats.activation_bytes += value.bytes;
+        }
         if stats.largest.map_or(true, |(_, b)| value.bytes > b) {
             stats.largest = Some((id, value.bytes));
         }

@@ -65,8 +65,9 @@ fn small_cnn_without_sharing_matches_the_step_rules() {
     );
     assert_eq!(a.problem.len(), 8);
     let s = &a.stats;
-    assert_eq!(s.activation_values, 8);
-    assert_eq!(s.activation_bytes, 12288 + 5 * 32768 + 32768 + 40);
+    assert_eq!((s.arena_values, s.activation_values), (8, 6));
+    assert_eq!(s.arena_bytes, 12288 + 5 * 32768 + 32768 + 40);
+    assert_eq!(s.activation_bytes, 6 * 32768);
     // Step 5: relu1_out, relu2_out, add_out.
     assert_eq!(s.max_live_bytes, 3 * 32768);
     assert_eq!(s.max_live_unshared_bytes, s.max_live_bytes);
