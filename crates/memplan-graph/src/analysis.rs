@@ -522,3 +522,187 @@ fn report_order(graph: &Graph, order: &[NodeId]) -> Vec<ValueId> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::ir::{DType, Value};
+
+    /// Builds graphs tersely: values by name, nodes by `(op, inputs, outputs)`.
+    struct G(Graph);
+
+    impl G {
+        fn new() -> G {
+            G(Graph::new("t"))
+        }
+        fn value(&mut self, name: &str, dtype: DType, bytes: u64, kind: ValueKind) -> &mut G {
+            self.0
+                .add_value(Value::with_bytes(name, dtype, bytes, kind))
+                .unwrap();
+            self
+        }
+        fn act(&mut self, name: &str, bytes: u64) -> &mut G {
+            self.value(name, DType::Float, bytes, ValueKind::Activation)
+        }
+        fn node(&mut self, op: &str, inputs: &[&str], outputs: &[&str]) -> NodeId {
+            let id = |n: &str| self.0.value_by_name(n).unwrap();
+            let ins = inputs.iter().map(|n| Some(id(n))).collect();
+            let outs = outputs.iter().map(|n| id(n)).collect();
+            self.0.add_node("", op, ins, outs, BTreeMap::new()).unwrap()
+        }
+        fn io(&mut self, inputs: &[&str], outputs: &[&str]) -> &Graph {
+            let ids = |g: &Graph, names: &[&str]| {
+                names.iter().map(|n| g.value_by_name(n).unwrap()).collect()
+            };
+            let (i, o) = (ids(&self.0, inputs), ids(&self.0, outputs));
+            self.0.set_inputs(i).unwrap();
+            self.0.set_outputs(o).unwrap();
+            &self.0
+        }
+    }
+
+    fn info<'a>(g: &Graph, a: &'a Analysis, name: &str) -> &'a ValueInfo {
+        &a.values[g.value_by_name(name).unwrap().index()]
+    }
+
+    fn life(start: u64, end: u64) -> Option<Lifetime> {
+        Some(Lifetime { start, end })
+    }
+
+    #[test]
+    fn unread_values_live_one_step_and_zero_bytes_get_no_buffer() {
+        let mut b = G::new();
+        b.value("x", DType::Float, 8, ValueKind::Input)
+            .act("unread", 8)
+            .act("empty", 0)
+            .act("y", 8);
+        b.node("Split", &["x"], &["unread", "empty"]);
+        b.node("Relu", &["x", "empty"], &["y"]);
+        let g = b.io(&["x"], &["y"]);
+        let a = analyse(g, Order::File, Options::NONE).unwrap();
+        assert_eq!(info(g, &a, "unread").lifetime, life(1, 2));
+        assert_eq!(info(g, &a, "empty").lifetime, life(1, 3));
+        assert_eq!(info(g, &a, "empty").buffer, None);
+        assert_eq!(a.problem.len(), 3);
+        assert_eq!(a.stats.arena_values, 4);
+    }
+
+    #[test]
+    fn a_graph_without_nodes_keeps_its_inputs_for_step_zero() {
+        let mut b = G::new();
+        b.value("x", DType::Float, 8, ValueKind::Input).value(
+            "unused",
+            DType::Float,
+            8,
+            ValueKind::Input,
+        );
+        let g = b.io(&["x", "unused"], &["x"]);
+        let a = analyse(g, Order::File, Options::default()).unwrap();
+        assert_eq!(info(g, &a, "x").lifetime, life(0, 1));
+        assert_eq!(info(g, &a, "x").role, Role::Input);
+        assert_eq!(info(g, &a, "unused").lifetime, life(0, 1));
+    }
+
+    #[test]
+    fn views_need_equal_bytes_the_default_domain_and_only_alias_output_zero() {
+        let mut b = G::new();
+        b.value("x", DType::Float, 16, ValueKind::Input)
+            .act("a", 16)
+            .act("shrunk", 8)
+            .act("d", 16)
+            .value("mask", DType::Bool, 4, ValueKind::Activation)
+            .act("custom", 16)
+            .act("y", 16);
+        b.node("Relu", &["x"], &["a"]);
+        b.node("Reshape", &["a"], &["shrunk"]);
+        b.node("Dropout", &["a"], &["d", "mask"]);
+        let custom = b.node("Identity", &["d"], &["custom"]);
+        b.0.set_domain(custom, "com.example");
+        b.node("Add", &["custom", "shrunk", "mask"], &["y"]);
+        let g = b.io(&["x"], &["y"]);
+        let a = analyse(
+            g,
+            Order::File,
+            Options {
+                alias: true,
+                inplace: false,
+            },
+        )
+        .unwrap();
+        let root = |n: &str| info(g, &a, n).group_root.map(|r| g.value(r).name.clone());
+        assert_eq!(root("shrunk"), None);
+        assert_eq!(root("d").as_deref(), Some("a"));
+        assert_eq!(root("mask"), None);
+        assert_eq!(root("custom"), None);
+        assert_eq!(a.stats.alias_saved_bytes, 16);
+        assert_eq!(
+            a.problem.buffer(info(g, &a, "a").buffer.unwrap()).lifetime,
+            Lifetime { start: 1, end: 5 }
+        );
+    }
+
+    #[test]
+    fn inplace_skips_broadcast_and_other_dtypes_and_takes_the_next_slot() {
+        let mut b = G::new();
+        b.value("x", DType::Float, 64, ValueKind::Input)
+            .act("small", 4)
+            .value("ints", DType::Int32, 64, ValueKind::Activation)
+            .act("big", 64)
+            .act("sum", 64)
+            .act("y", 64);
+        b.node("ReduceMean", &["x"], &["small"]);
+        b.node("Cast", &["x"], &["ints"]);
+        b.node("Relu", &["x"], &["big"]);
+        b.node("Add", &["small", "ints", "big"], &["sum"]);
+        b.node("Relu", &["sum"], &["y"]);
+        let g = b.io(&["x"], &["y"]);
+        let a = analyse(g, Order::File, Options::default()).unwrap();
+        assert_eq!(info(g, &a, "sum").inplace_of, g.value_by_name("big"));
+        // big's input x is a graph input; y is a graph output.
+        assert_eq!(info(g, &a, "big").inplace_of, None);
+        assert_eq!(info(g, &a, "y").inplace_of, None);
+        assert_eq!(a.stats.inplace_saved_bytes, 64);
+    }
+
+    #[test]
+    fn inplace_over_a_view_whose_source_is_dead() {
+        let mut b = G::new();
+        b.value("x", DType::Float, 16, ValueKind::Input)
+            .act("a", 16)
+            .act("v", 16)
+            .act("r", 16)
+            .act("y", 16);
+        b.node("Conv", &["x"], &["a"]);
+        b.node("Reshape", &["a"], &["v"]);
+        b.node("Relu", &["v"], &["r"]);
+        b.node("Conv", &["r"], &["y"]);
+        let g = b.io(&["x"], &["y"]);
+        let a = analyse(g, Order::File, Options::default()).unwrap();
+        assert_eq!(info(g, &a, "r").inplace_of, g.value_by_name("v"));
+        assert_eq!(info(g, &a, "r").group_root, g.value_by_name("a"));
+        assert_eq!(
+            a.buffer_values[info(g, &a, "a").buffer.unwrap().index()].len(),
+            3
+        );
+        assert_eq!(a.problem.len(), 3);
+    }
+
+    #[test]
+    fn constant_nodes_take_a_step_but_their_outputs_no_buffer() {
+        let mut b = G::new();
+        b.value("x", DType::Float, 8, ValueKind::Input)
+            .value("c", DType::Float, 8, ValueKind::Constant)
+            .act("y", 8);
+        b.node("Constant", &[], &["c"]);
+        b.node("Add", &["x", "c"], &["y"]);
+        let g = b.io(&["x"], &["y"]);
+        let a = analyse(g, Order::File, Options::NONE).unwrap();
+        assert_eq!(info(g, &a, "c").role, Role::Constant);
+        assert_eq!(info(g, &a, "c").lifetime, None);
+        assert_eq!(info(g, &a, "x").lifetime, life(0, 3));
+        assert_eq!(info(g, &a, "y").lifetime, life(2, 3));
+        assert_eq!(a.stats.weight_bytes, 8);
+    }
+}

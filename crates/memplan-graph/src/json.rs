@@ -399,3 +399,85 @@ pub fn write_graph_json(graph: &Graph) -> String {
     text.push('\n');
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_of_every_kind_round_trip() {
+        let text = r#"{
+          "name": "attrs",
+          "values": [{"name": "y", "dtype": "FLOAT", "shape": []},
+                     {"name": "s", "dtype": "STRING", "bytes": 40, "kind": "input"}],
+          "inputs": ["s"],
+          "outputs": ["y"],
+          "nodes": [{"name": "n", "op": "Custom", "domain": "com.example", "inputs": ["s", ""], "outputs": ["y"],
+                     "latency_ms": 1.5,
+                     "attributes": {"i": -3, "f": 1.0, "is": [1, 2], "fs": [0.5, 2], "s": "same",
+                                    "ss": ["a", "b"], "empty": [],
+                                    "t": {"dtype": "INT64", "dims": [2], "ints": [1, -1]},
+                                    "tf": {"dtype": "FLOAT", "dims": [], "floats": [0.25]},
+                                    "tu": {"dtype": "FLOAT", "dims": [1000]}}}]
+        }"#;
+        let g = read_graph_json(text, "attrs.json").unwrap();
+        let node = &g.nodes()[0];
+        let a = &node.attributes;
+        assert_eq!(a["i"], Attribute::Int(-3));
+        assert_eq!(a["f"], Attribute::Float(1.0));
+        assert_eq!(a["is"], Attribute::Ints(vec![1, 2]));
+        assert_eq!(a["fs"], Attribute::Floats(vec![0.5, 2.0]));
+        assert_eq!(a["s"], Attribute::String("same".into()));
+        assert_eq!(a["ss"], Attribute::Strings(vec!["a".into(), "b".into()]));
+        assert_eq!(a["empty"], Attribute::Ints(vec![]));
+        assert_eq!(
+            a["t"],
+            Attribute::Tensor(Tensor {
+                dtype: DType::Int64,
+                dims: vec![2],
+                data: TensorData::Ints(vec![1, -1])
+            })
+        );
+        assert!(matches!(&a["tu"], Attribute::Tensor(t) if t.data == TensorData::Unknown));
+        assert_eq!(node.inputs[1], None);
+        assert_eq!(node.domain, "com.example");
+        assert_eq!(node.latency_ms, Some(1.5));
+        let y = g.value(g.value_by_name("y").unwrap());
+        assert_eq!((y.bytes, y.shape.as_deref()), (4, Some(&[][..])));
+        assert_eq!(
+            g.value(g.value_by_name("s").unwrap()).kind,
+            ValueKind::Input
+        );
+        let written = write_graph_json(&g);
+        assert_eq!(read_graph_json(&written, "again").unwrap(), g);
+    }
+
+    #[test]
+    fn bad_attributes_and_latencies_are_named() {
+        let node =
+            |extra: &str| format!(r#"{{"nodes": [{{"name": "n", "op": "Relu", {extra}}}]}}"#);
+        let cases = [
+            (
+                node(r#""attributes": {"b": true}"#),
+                "nodes[0] 'n'.attributes.b",
+            ),
+            (
+                node(r#""attributes": {"t": {"dtype": "NOPE"}}"#),
+                "unknown dtype 'NOPE'",
+            ),
+            (
+                node(r#""attributes": {"t": {"dtype": "FLOAT", "ints": [1], "floats": [1]}}"#),
+                "not both",
+            ),
+            (
+                node(r#""attributes": {"t": {"dtype": "FLOAT", "extra": 1}}"#),
+                "unknown tensor field 'extra'",
+            ),
+            (node(r#""latency_ms": -1"#), "nodes[0] 'n'.latency_ms"),
+        ];
+        for (text, needle) in cases {
+            let err = read_graph_json(&text, "x.json").unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+}
