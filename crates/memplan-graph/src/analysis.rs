@@ -66,7 +66,10 @@
 //! ```
 //!
 //! Nodes are visited in execution order, so groups grow forward in time; a later view of
-//! `x` would be a reader of `x` after step `s`, which the death test already sees.
+//! `x` would be a reader of `x` after step `s`, which the death test already sees. A later
+//! view of `y` may be a graph output and so join the group: it holds what `y`'s node
+//! wrote, and nothing writes over the group after it (it is a boundary value from then
+//! on).
 //!
 //! # Savings
 //!
@@ -302,6 +305,7 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
             || (graph.value(id).producer.is_none() && graph.value(id).is_activation())
     };
 
+    let at_start = available_at_start(graph);
     let mut values: Vec<ValueInfo> = Vec::with_capacity(n_values);
     for (index, value) in graph.values().iter().enumerate() {
         let id = ValueId(index as u32);
@@ -309,11 +313,18 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
             ValueKind::Weight => Role::Weight,
             ValueKind::Constant => Role::Constant,
             _ if outputs.contains(&id) && value.producer.is_some() => Role::Output,
-            _ if value.producer.is_none() && available_at_start(graph, id) => Role::Input,
+            _ if at_start[index] => Role::Input,
             _ => Role::Activation,
         };
         let lifetime = if role.in_arena() {
-            own_lifetime(graph, id, &step_of, last_step, outputs.contains(&id))
+            own_lifetime(
+                graph,
+                id,
+                &step_of,
+                last_step,
+                outputs.contains(&id),
+                at_start[index],
+            )
         } else {
             None
         };
@@ -472,11 +483,12 @@ fn own_lifetime(
     step_of: &[u64],
     last_step: u64,
     is_output: bool,
+    at_start: bool,
 ) -> Option<Lifetime> {
     let value = graph.value(id);
     let start = match value.producer {
         Some((node, _)) => step_of[node.index()],
-        None if available_at_start(graph, id) || !value.consumers.is_empty() || is_output => 0,
+        None if at_start => 0,
         None => return None,
     };
     let mut last = value

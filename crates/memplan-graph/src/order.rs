@@ -68,16 +68,24 @@ fn quoted(names: &[String]) -> String {
     quoted.join(" -> ")
 }
 
-/// True for values present before the first node runs: graph inputs, weights and
-/// constants that no node produces.
-pub fn available_at_start(graph: &Graph, value: ValueId) -> bool {
-    let v = graph.value(value);
-    v.producer.is_none()
-        && (graph.inputs().contains(&value)
-            || matches!(
-                v.kind,
-                ValueKind::Input | ValueKind::Weight | ValueKind::Constant
-            ))
+/// For each value (indexed by [`ValueId::index`]), whether it is present before the first
+/// node runs: graph inputs, weights and constants that no node produces.
+pub fn available_at_start(graph: &Graph) -> Vec<bool> {
+    let mut available: Vec<bool> = graph
+        .values()
+        .iter()
+        .map(|v| {
+            v.producer.is_none()
+                && matches!(
+                    v.kind,
+                    ValueKind::Input | ValueKind::Weight | ValueKind::Constant
+                )
+        })
+        .collect();
+    for &id in graph.inputs() {
+        available[id.index()] |= graph.value(id).producer.is_none();
+    }
+    available
 }
 
 /// The nodes each node depends on (producers of its inputs, sources of control edges),
@@ -102,8 +110,8 @@ fn dependencies(graph: &Graph) -> Vec<Vec<NodeId>> {
 }
 
 fn check_dangling(graph: &Graph) -> Result<(), OrderError> {
-    let dangling =
-        |id: ValueId| graph.value(id).producer.is_none() && !available_at_start(graph, id);
+    let available = available_at_start(graph);
+    let dangling = |id: ValueId| graph.value(id).producer.is_none() && !available[id.index()];
     for node in graph.nodes() {
         if let Some(&id) = node.inputs.iter().flatten().find(|&&id| dangling(id)) {
             return Err(OrderError::DanglingInput {
