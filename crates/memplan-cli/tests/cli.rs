@@ -398,3 +398,33 @@ fn graph_errors_exit_2_naming_file_and_nodes() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn done_when_inspect_csv_without_sharing_equals_the_reference_tensors_csv() {
+    let models = root().join("../shared/models");
+    if !models.exists() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    // Graph JSON with the ONNX files' structure (see crates/memplan-graph/tests/data).
+    for model in ["resnet18", "mobilenet_v2"] {
+        let graph = format!("crates/memplan-graph/tests/data/{model}.json");
+        let out = memplan(&[
+            "inspect",
+            &graph,
+            "--no-alias",
+            "--no-inplace",
+            "--format",
+            "csv",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let ours: Vec<String> = stdout(&out)
+            .lines()
+            .map(|l| l.split(',').take(7).collect::<Vec<_>>().join(","))
+            .collect();
+        let reference =
+            std::fs::read_to_string(models.join(format!("{model}.tensors.csv"))).unwrap();
+        let reference: Vec<&str> = reference.lines().map(str::trim_end).collect();
+        assert_eq!(ours, reference, "{model}");
+    }
+}
