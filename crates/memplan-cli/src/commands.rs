@@ -11,7 +11,7 @@ use memplan::planner::{self, best_of, Planner};
 use memplan::{bound, checker, Plan, Problem};
 use serde_json::json;
 
-use memplan_graph::{Analysis, Graph, Order};
+use memplan_graph::{Analysis, Graph};
 
 use crate::input::GraphSettings;
 use crate::table::{bytes, columns, key_values, millis, ratio};
@@ -250,13 +250,7 @@ fn graph_rows(
                 stats.arena_values
             ),
         ),
-        (
-            "order",
-            match settings.order {
-                Order::File => "file".to_string(),
-                Order::Topological => "topological".to_string(),
-            },
-        ),
+        ("order", settings.order.name().to_string()),
         (
             "aliasing",
             format!(

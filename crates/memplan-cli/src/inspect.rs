@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use memplan_graph::{Analysis, Graph, Order, ValueId};
+use memplan_graph::{Analysis, Graph, ValueId};
 use serde_json::json;
 
 use crate::commands::emit;
@@ -78,10 +78,7 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: GraphSettings) -> R
     let largest = stats
         .largest
         .map(|(id, size)| (graph.value(id).name.clone(), size));
-    let order = match settings.order {
-        Order::File => "file",
-        Order::Topological => "topological",
-    };
+    let order = settings.order.name();
     let text = match format {
         InspectFormat::Csv => {
             let mut out =

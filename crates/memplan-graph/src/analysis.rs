@@ -11,12 +11,12 @@
 //!   to the last step); `first` when nobody reads it (it still occupies `[first, first+1)`).
 //!
 //! ```text
-//!  step:     0      1        2        3
-//!            │  n0: Conv  n1: Relu  n2: Add
-//!  x (input) ████████                           [0, 2)  read by n0 (step 1)... and n2:
-//!                                               [0, 4) if n2 reads x as a skip
-//!  c = n0(x)        ██████████                  [1, 3)
-//!  r = n1(c)                 ██████████         [2, 4)  graph output: to step 3 = n
+//!  step:          0        1         2         3
+//!                      n0: Conv  n1: Relu  n2: Add(r, x)
+//!  x  (input)     [========================)          [0, 4): last read by n2 (step 3)
+//!  c = n0(x)               [=========)                [1, 3): last read by n1 (step 2)
+//!  r = n1(c)                         [=========)      [2, 4): last read by n2
+//!  y = n2(r, x)                                [==)   [3, 4): graph output, to n = 3
 //! ```
 //!
 //! Weights and constants are reported but get no lifetime and no buffer: they are not in
@@ -261,6 +261,9 @@ pub struct Analysis {
 }
 
 /// Why a graph cannot be analysed.
+///
+/// Only order errors occur for graphs built through [`Graph`]'s methods; the other two
+/// guard arithmetic and memplan's own invariants.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AnalysisError {
     #[error(transparent)]

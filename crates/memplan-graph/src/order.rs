@@ -37,6 +37,16 @@ pub enum Order {
     Topological,
 }
 
+impl Order {
+    /// `file` or `topological`, as the CLI's `--order` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::File => "file",
+            Order::Topological => "topological",
+        }
+    }
+}
+
 /// Why no execution order exists, naming the nodes and values at fault.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OrderError {
