@@ -127,3 +127,124 @@ proptest! {
         prop_assert_eq!(read_graph_json(&text, "random").unwrap(), g);
     }
 }
+
+/// Nodes reading arbitrary values (earlier, later, their own, missing) plus random control
+/// edges: cycles, reads before production and dangling values all occur.
+fn wild(reads: &[Vec<usize>], edges: &[(usize, usize)]) -> Graph {
+    let n = reads.len();
+    let mut g = Graph::new("wild");
+    let x = g
+        .add_value(Value::with_bytes("x", DType::Float, 8, ValueKind::Input))
+        .unwrap();
+    let ghost = g
+        .add_value(Value::with_bytes(
+            "ghost",
+            DType::Float,
+            8,
+            ValueKind::Activation,
+        ))
+        .unwrap();
+    let outs: Vec<ValueId> = (0..n)
+        .map(|i| {
+            g.add_value(Value::with_bytes(
+                format!("v{i}"),
+                DType::Float,
+                8,
+                ValueKind::Activation,
+            ))
+            .unwrap()
+        })
+        .collect();
+    for (i, picks) in reads.iter().enumerate() {
+        let inputs = picks
+            .iter()
+            .map(|&p| match p % (n + 8) {
+                k if k < n => Some(outs[k]),
+                k if k == n => Some(ghost),
+                _ => Some(x),
+            })
+            .collect();
+        g.add_node(
+            format!("n{i}"),
+            "Add",
+            inputs,
+            vec![outs[i]],
+            BTreeMap::new(),
+        )
+        .unwrap();
+    }
+    for &(a, b) in edges {
+        if n > 0 {
+            let (a, b) = (
+                memplan_graph::NodeId((a % n) as u32),
+                memplan_graph::NodeId((b % n) as u32),
+            );
+            g.add_control_edge(a, b).unwrap();
+        }
+    }
+    g.set_inputs(vec![x]).unwrap();
+    g
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn orders_are_topological_and_errors_are_right(
+        reads in prop::collection::vec(prop::collection::vec(any::<usize>(), 0..3), 0..10),
+        edges in prop::collection::vec((any::<usize>(), any::<usize>()), 0..3),
+    ) {
+        use memplan_graph::{execution_order, OrderError};
+        let g = wild(&reads, &edges);
+        // deps[i]: nodes node i must follow.
+        let mut deps: Vec<Vec<usize>> = vec![Vec::new(); g.nodes().len()];
+        let mut dangling = false;
+        for (i, node) in g.nodes().iter().enumerate() {
+            for &v in node.inputs.iter().flatten() {
+                match g.value(v).producer {
+                    Some((p, _)) => deps[i].push(p.index()),
+                    None => dangling |= g.value(v).kind == ValueKind::Activation,
+                }
+            }
+        }
+        for &(a, b) in g.control_edges() {
+            deps[b.index()].push(a.index());
+        }
+        let file_ok = deps.iter().enumerate().all(|(i, d)| d.iter().all(|&p| p < i));
+        let topo = execution_order(&g, Order::Topological);
+        let file = execution_order(&g, Order::File);
+        if dangling {
+            prop_assert!(matches!(topo, Err(OrderError::DanglingInput { .. })), "{:?}", topo);
+            prop_assert!(matches!(file, Err(OrderError::DanglingInput { .. })), "{:?}", file);
+            return Ok(());
+        }
+        match topo {
+            Ok(order) => {
+                let mut position = vec![usize::MAX; order.len()];
+                for (k, id) in order.iter().enumerate() {
+                    position[id.index()] = k;
+                }
+                prop_assert!(position.iter().all(|&p| p != usize::MAX));
+                for (i, d) in deps.iter().enumerate() {
+                    prop_assert!(d.iter().all(|&p| position[p] < position[i]));
+                }
+                if file_ok {
+                    prop_assert_eq!(order, file.unwrap());
+                } else {
+                    prop_assert!(file.is_err());
+                }
+            }
+            Err(OrderError::Cycle { nodes }) => {
+                // Each named node depends on the one before it, the first on the last.
+                prop_assert!(!nodes.is_empty());
+                let id = |name: &String| g.node_by_name(name).unwrap().index();
+                for k in 0..nodes.len() {
+                    let prev = id(&nodes[(k + nodes.len() - 1) % nodes.len()]);
+                    prop_assert!(deps[id(&nodes[k])].contains(&prev), "{:?}", nodes);
+                }
+                prop_assert!(matches!(file, Err(OrderError::Cycle { .. })), "{:?}", file);
+            }
+            Err(other) => prop_assert!(false, "unexpected {}", other),
+        }
+    }
+}
