@@ -274,22 +274,48 @@ pub enum AnalysisError {
     Problem(#[from] ProblemError),
 }
 
-/// Union-find over values with the group root kept as the representative.
+/// Alias groups: each value points at its group's root (depth 1: only singletons join),
+/// and each root keeps its members, the largest end of their lifetimes and whether one
+/// of them is a graph input or output, so that the in-place test is O(1).
 struct Groups {
     parent: Vec<u32>,
+    members: Vec<Vec<u32>>,
+    end: Vec<u64>,
+    boundary: Vec<bool>,
 }
 
 impl Groups {
-    fn root(&self, mut v: usize) -> usize {
-        while self.parent[v] as usize != v {
-            v = self.parent[v] as usize;
+    fn new(values: &[ValueInfo], boundary: Vec<bool>) -> Groups {
+        let n = values.len() as u32;
+        Groups {
+            parent: (0..n).collect(),
+            members: (0..n).map(|v| vec![v]).collect(),
+            end: values
+                .iter()
+                .map(|v| v.lifetime.map_or(0, |l| l.end))
+                .collect(),
+            boundary,
         }
-        v
     }
 
-    /// Puts `member` (a root of a singleton group) into `root`'s group.
-    fn join(&mut self, root: usize, member: usize) {
+    fn root(&self, v: ValueId) -> usize {
+        self.parent[v.index()] as usize
+    }
+
+    /// Puts `member` (still alone in its group) into the group of `of`.
+    fn join(&mut self, of: ValueId, member: ValueId) {
+        let (root, member) = (self.root(of), member.index());
         self.parent[member] = root as u32;
+        let moved = std::mem::take(&mut self.members[member]);
+        self.members[root].extend(moved);
+        self.end[root] = self.end[root].max(self.end[member]);
+        self.boundary[root] |= self.boundary[member];
+    }
+
+    /// True when no member of `v`'s group is read after `step` or is a graph input/output.
+    fn dies_at(&self, v: ValueId, step: u64) -> bool {
+        let root = self.root(v);
+        !self.boundary[root] && self.end[root] <= step + 1
     }
 }
 
@@ -342,10 +368,10 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
     }
 
     // Alias groups and in-place partners, node by node in execution order.
-    let mut groups = Groups {
-        parent: (0..n_values as u32).collect(),
-    };
-    let mut members: Vec<Vec<u32>> = (0..n_values as u32).map(|v| vec![v]).collect();
+    let boundary = (0..n_values as u32)
+        .map(|v| is_boundary(ValueId(v)))
+        .collect();
+    let mut groups = Groups::new(&values, boundary);
     let mut stats = Stats::default();
     let live: Vec<bool> = values.iter().map(|v| v.lifetime.is_some()).collect();
     let shareable = |id: ValueId| live[id.index()];
@@ -363,10 +389,7 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
         let op = node.op_type.as_str();
         if options.alias && VIEW_OPS.contains(&op) {
             if shareable(*x0) && graph.value(*x0).bytes == graph.value(y).bytes {
-                let root = groups.root(x0.index());
-                groups.join(root, y.index());
-                let moved = std::mem::take(&mut members[y.index()]);
-                members[root].extend(moved);
+                groups.join(*x0, y);
                 values[y.index()].is_view = true;
                 stats.alias_saved_bytes =
                     stats.alias_saved_bytes.saturating_add(graph.value(y).bytes);
@@ -379,23 +402,14 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
         let step = step_of[node_id.index()];
         let target = node.inputs.iter().flatten().copied().find(|&x| {
             let (vx, vy) = (graph.value(x), graph.value(y));
-            if !shareable(x) || vx.dtype != vy.dtype || vx.bytes != vy.bytes || vx.bytes == 0 {
-                return false;
-            }
-            let root = groups.root(x.index());
-            members[root].iter().all(|&m| {
-                let m = ValueId(m);
-                !is_boundary(m)
-                    && values[m.index()]
-                        .lifetime
-                        .is_some_and(|l| l.end <= step + 1)
-            })
+            shareable(x)
+                && vx.dtype == vy.dtype
+                && vx.bytes == vy.bytes
+                && vx.bytes > 0
+                && groups.dies_at(x, step)
         });
         if let Some(x) = target {
-            let root = groups.root(x.index());
-            groups.join(root, y.index());
-            let moved = std::mem::take(&mut members[y.index()]);
-            members[root].extend(moved);
+            groups.join(x, y);
             values[y.index()].inplace_of = Some(x);
             stats.inplace_saved_bytes = stats
                 .inplace_saved_bytes
@@ -434,10 +448,13 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
             lifetime.start,
             lifetime.end,
         ));
-        if groups.root(id.index()) != id.index() {
+        if groups.root(id) != id.index() {
             continue;
         }
-        let group: Vec<ValueId> = members[id.index()].iter().map(|&m| ValueId(m)).collect();
+        let group: Vec<ValueId> = groups.members[id.index()]
+            .iter()
+            .map(|&m| ValueId(m))
+            .collect();
         let mut union = lifetime;
         for m in &group {
             if let Some(l) = values[m.index()].lifetime {
