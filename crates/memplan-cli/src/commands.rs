@@ -11,8 +11,13 @@ use memplan::planner::{self, best_of, Planner};
 use memplan::{bound, checker, Plan, Problem};
 use serde_json::json;
 
+use memplan_graph::{Analysis, Graph};
+
+use crate::input::GraphSettings;
 use crate::table::{bytes, columns, key_values, millis, ratio};
 use crate::{input, progress, Format, ReportFormat};
+
+pub use crate::inspect::inspect;
 
 /// Problems with at most this many buffers get a per-buffer listing in the table.
 const LISTED_BUFFERS: usize = 32;
@@ -58,9 +63,11 @@ pub fn plan(
     format: Format,
     output: Option<&Path>,
     alignment: u64,
+    settings: GraphSettings,
 ) -> Result<ExitCode> {
     let planner = planner::by_name(planner_name)?;
-    let mut problem = input::read_problem(file)?;
+    let loaded = input::read_input(file, settings)?;
+    let mut problem = loaded.problem;
     if alignment > 1 {
         problem = problem.with_alignment(alignment).with_context(|| {
             format!(
@@ -106,6 +113,18 @@ pub fn plan(
             if let Some(chosen) = outcome.chosen {
                 extra.insert("chosen_planner".into(), json!(chosen));
             }
+            if let Some((_, analysis)) = &loaded.graph {
+                let stats = &analysis.stats;
+                extra.insert("alias_saved_bytes".into(), json!(stats.alias_saved_bytes));
+                extra.insert(
+                    "inplace_saved_bytes".into(),
+                    json!(stats.inplace_saved_bytes),
+                );
+                extra.insert(
+                    "max_live_unshared_bytes".into(),
+                    json!(stats.max_live_unshared_bytes),
+                );
+            }
             extra.insert(
                 "planning_ms".into(),
                 json!(outcome.elapsed.as_secs_f64() * 1e3),
@@ -119,7 +138,14 @@ pub fn plan(
             json::write_plan_json(&problem, &outcome.plan, &summary)
         }
         Format::Csv => csv::write_solution(&problem, &outcome.plan),
-        Format::Table => plan_table(file, &problem, planner, &outcome, arena, lower_bound),
+        Format::Table => {
+            let graph = loaded
+                .graph
+                .as_ref()
+                .map(|(g, a)| graph_rows(g, a, settings))
+                .unwrap_or_default();
+            plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
+        }
     };
     emit(&text, output)?;
     Ok(ExitCode::SUCCESS)
@@ -132,13 +158,15 @@ fn plan_table(
     outcome: &Outcome,
     arena: u64,
     lower_bound: u64,
+    graph: Vec<(&'static str, String)>,
 ) -> String {
     let planner_line = match outcome.chosen {
         Some(chosen) => format!("{} (kept {chosen})", planner.name()),
         None => planner.name().to_string(),
     };
-    let mut out = key_values(&[
-        ("file", file.display().to_string()),
+    let mut rows = vec![("file", file.display().to_string())];
+    rows.extend(graph);
+    rows.extend([
         ("buffers", problem.len().to_string()),
         ("planner", planner_line),
         ("arena", bytes(arena)),
@@ -146,6 +174,7 @@ fn plan_table(
         ("arena/bound", ratio(arena, lower_bound)),
         ("time", millis(outcome.elapsed)),
     ]);
+    let mut out = key_values(&rows);
     if !outcome.attempts.is_empty() {
         let rows: Vec<Vec<String>> = outcome
             .attempts
@@ -198,9 +227,53 @@ fn plan_table(
     out
 }
 
+/// Key-value rows describing how a graph became the problem, for the table outputs.
+fn graph_rows(
+    graph: &Graph,
+    analysis: &Analysis,
+    settings: GraphSettings,
+) -> Vec<(&'static str, String)> {
+    let on_off = |on: bool| if on { "on" } else { "off" };
+    let stats = &analysis.stats;
+    vec![
+        (
+            "graph",
+            format!(
+                "'{}': {} nodes, {} tensors in the arena",
+                graph.name,
+                graph.nodes().len(),
+                stats.arena_values
+            ),
+        ),
+        ("order", settings.order.name().to_string()),
+        (
+            "aliasing",
+            format!(
+                "{}, saved {}",
+                on_off(settings.options.alias),
+                bytes(stats.alias_saved_bytes)
+            ),
+        ),
+        (
+            "in-place",
+            format!(
+                "{}, saved {}",
+                on_off(settings.options.inplace),
+                bytes(stats.inplace_saved_bytes)
+            ),
+        ),
+        ("max-live unshared", bytes(stats.max_live_unshared_bytes)),
+    ]
+}
+
 /// `memplan check`.
-pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Result<ExitCode> {
-    let problem = input::read_problem(problem_path)?;
+pub fn check(
+    problem_path: &Path,
+    plan_path: &Path,
+    format: ReportFormat,
+    settings: GraphSettings,
+) -> Result<ExitCode> {
+    let problem = input::read_input(problem_path, settings)?.problem;
     let plan = input::read_plan(plan_path, &problem)?;
     let lower_bound = max_live(&problem, problem_path)?;
     let report = progress::with_spinner(format!("checking {} buffers", problem.len()), || {
@@ -258,28 +331,41 @@ pub fn check(problem_path: &Path, plan_path: &Path, format: ReportFormat) -> Res
 }
 
 /// `memplan bound`.
-pub fn bound(file: &Path, format: ReportFormat) -> Result<ExitCode> {
-    let problem = input::read_problem(file)?;
+pub fn bound(file: &Path, format: ReportFormat, settings: GraphSettings) -> Result<ExitCode> {
+    let loaded = input::read_input(file, settings)?;
+    let problem = loaded.problem;
     let lower_bound = max_live(&problem, file)?;
     let total = problem.total_size();
     let text = match format {
         ReportFormat::Json => {
-            let value = json!({
+            let mut value = json!({
                 "buffers": problem.len(),
                 "lower_bound_bytes": lower_bound,
                 "sum_of_sizes_bytes": total,
             });
+            if let Some((_, analysis)) = &loaded.graph {
+                let stats = &analysis.stats;
+                value["max_live_unshared_bytes"] = json!(stats.max_live_unshared_bytes);
+                value["alias_saved_bytes"] = json!(stats.alias_saved_bytes);
+                value["inplace_saved_bytes"] = json!(stats.inplace_saved_bytes);
+            }
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
-        ReportFormat::Table => key_values(&[
-            ("file", file.display().to_string()),
-            ("buffers", problem.len().to_string()),
-            ("lower bound", format!("{} (max-live)", bytes(lower_bound))),
-            (
-                "sum of sizes",
-                total.map_or("overflows 64 bits".into(), bytes),
-            ),
-        ]),
+        ReportFormat::Table => {
+            let mut rows = vec![("file", file.display().to_string())];
+            if let Some((g, a)) = &loaded.graph {
+                rows.extend(graph_rows(g, a, settings));
+            }
+            rows.extend([
+                ("buffers", problem.len().to_string()),
+                ("lower bound", format!("{} (max-live)", bytes(lower_bound))),
+                (
+                    "sum of sizes",
+                    total.map_or("overflows 64 bits".into(), bytes),
+                ),
+            ]);
+            key_values(&rows)
+        }
     };
     emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
@@ -298,7 +384,7 @@ pub fn planners() -> Result<ExitCode> {
 }
 
 /// Writes the output to a file, or to stdout (a closed pipe is not an error).
-fn emit(text: &str, output: Option<&Path>) -> Result<()> {
+pub(crate) fn emit(text: &str, output: Option<&Path>) -> Result<()> {
     match output {
         Some(path) => {
             std::fs::write(path, text).with_context(|| format!("cannot write '{}'", path.display()))

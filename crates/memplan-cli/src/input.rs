@@ -1,27 +1,126 @@
-//! Reading problems and plans from files, with the file named in every error.
+//! Reading problems, graphs and plans from files, with the file named in every error.
+//!
+//! Inputs dispatch on the file extension:
+//!
+//! ```text
+//!   *.json ──► graph JSON ──┐
+//!   *.onnx ──► ONNX ────────┴─► Graph ──► analyse (order, alias, in-place) ──► Problem
+//!   other  ──► minimalloc CSV ────────────────────────────────────────────────► Problem
+//! ```
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use memplan::io::{csv, json};
 use memplan::{Plan, Problem};
+use memplan_graph::{Analysis, Graph, Options, Order};
+
+/// How a graph becomes a problem: the `--order`, `--no-alias` and `--no-inplace` flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphSettings {
+    pub order: Order,
+    pub options: Options,
+}
+
+/// What an input file gave: always a problem, and the graph with its analysis when the
+/// file was a graph.
+pub struct Loaded {
+    pub problem: Problem,
+    pub graph: Option<(Graph, Analysis)>,
+}
+
+/// What kind of file a path names, by its extension (case-insensitive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `.json`: memplan's graph JSON.
+    GraphJson,
+    /// `.onnx`: an ONNX model.
+    Onnx,
+    /// Anything else: a minimalloc CSV.
+    MinimallocCsv,
+}
+
+impl FileKind {
+    pub fn of(path: &Path) -> FileKind {
+        let extension = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match extension.as_deref() {
+            Some("json") => FileKind::GraphJson,
+            Some("onnx") => FileKind::Onnx,
+            _ => FileKind::MinimallocCsv,
+        }
+    }
+}
 
 /// Reads a whole file as UTF-8 text.
 pub fn read_text(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
     String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
-            "'{}' is not UTF-8 text (invalid byte at position {}); memplan reads minimalloc CSV and plan JSON files",
+            "'{}' is not UTF-8 text (invalid byte at position {}); memplan reads minimalloc CSV, graph JSON and plan JSON files",
             path.display(),
             e.utf8_error().valid_up_to()
         )
     })
 }
 
-/// Reads a problem from a minimalloc CSV file.
+/// Reads a graph from a graph JSON (`.json`) or ONNX (`.onnx`) file.
+pub fn read_graph(path: &Path) -> Result<Graph> {
+    match FileKind::of(path) {
+        FileKind::GraphJson => {
+            let text = read_text(path)?;
+            Ok(memplan_graph::read_graph_json(
+                &text,
+                &path.display().to_string(),
+            )?)
+        }
+        FileKind::Onnx => load_onnx(path),
+        FileKind::MinimallocCsv => anyhow::bail!(
+            "'{}' is not a graph: give a graph JSON (.json) or ONNX (.onnx) file",
+            path.display()
+        ),
+    }
+}
+
+/// THE place where ONNX files are read. It becomes
+/// `memplan_onnx::import_file(path, &memplan_onnx::ImportOptions::default())` once the
+/// `memplan-onnx` crate is part of the workspace.
+fn load_onnx(path: &Path) -> Result<Graph> {
+    anyhow::bail!(
+        "'{}': ONNX import is not built into this binary yet; export the graph as graph JSON (doc/graph-json.md) meanwhile",
+        path.display()
+    )
+}
+
+/// Analyses a graph read from `path`, naming the file in errors.
+pub fn analyse(path: &Path, graph: &Graph, settings: GraphSettings) -> Result<Analysis> {
+    memplan_graph::analyse(graph, settings.order, settings.options)
+        .with_context(|| format!("'{}'", path.display()))
+}
+
+/// Reads a problem: a minimalloc CSV directly, a graph through its analysis.
+pub fn read_input(path: &Path, settings: GraphSettings) -> Result<Loaded> {
+    if FileKind::of(path) == FileKind::MinimallocCsv {
+        let text = read_text(path)?;
+        let problem = csv::read_problem(&text, &path.display().to_string())?;
+        return Ok(Loaded {
+            problem,
+            graph: None,
+        });
+    }
+    let graph = read_graph(path)?;
+    let analysis = analyse(path, &graph, settings)?;
+    Ok(Loaded {
+        problem: analysis.problem.clone(),
+        graph: Some((graph, analysis)),
+    })
+}
+
+/// Reads a problem with the default graph settings (file order, aliasing and in-place on).
 pub fn read_problem(path: &Path) -> Result<Problem> {
-    let text = read_text(path)?;
-    Ok(csv::read_problem(&text, &path.display().to_string())?)
+    Ok(read_input(path, GraphSettings::default())?.problem)
 }
 
 /// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.

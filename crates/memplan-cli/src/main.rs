@@ -6,10 +6,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use memplan_graph::{Options, Order};
 
 mod commands;
 mod input;
+mod inspect;
 mod progress;
 mod table;
 
@@ -23,9 +25,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Plan the buffers of FILE (a minimalloc CSV) and print the plan.
+    /// Plan the buffers of FILE (a minimalloc CSV, a graph JSON or an ONNX model) and print
+    /// the plan.
     Plan {
-        /// The problem: a minimalloc CSV (`id,lower,upper,size[,alignment,offset,hint,gaps]`).
+        /// The problem: a minimalloc CSV (`id,lower,upper,size[,alignment,offset,hint,gaps]`),
+        /// a graph JSON (`.json`) or an ONNX model (`.onnx`).
         file: PathBuf,
         /// Which planner to run (see `memplan planners`).
         #[arg(long, short, default_value = "best-of")]
@@ -39,24 +43,43 @@ enum Command {
         /// Align every offset to a multiple of N bytes (on top of each buffer's own).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         alignment: u64,
+        #[command(flatten)]
+        graph: GraphArgs,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
-        /// The problem the plan claims to solve (minimalloc CSV).
+        /// The problem the plan claims to solve (minimalloc CSV, graph JSON or ONNX).
         problem: PathBuf,
         /// The plan: plan JSON (`memplan plan --format json`) or a CSV with an `offset` column.
         plan: PathBuf,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = ReportFormat::Table)]
         format: ReportFormat,
+        #[command(flatten)]
+        graph: GraphArgs,
     },
     /// Print the max-live lower bound of FILE: no valid plan has a smaller arena.
     Bound {
-        /// The problem (minimalloc CSV).
+        /// The problem (minimalloc CSV, graph JSON or ONNX).
         file: PathBuf,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = ReportFormat::Table)]
         format: ReportFormat,
+        #[command(flatten)]
+        graph: GraphArgs,
+    },
+    /// One row per tensor of a graph (dtype, shape, bytes, lifetime, kind, alias group,
+    /// in-place partner) and totals (activation bytes, max-live bound, largest tensor,
+    /// bytes saved by aliasing and in-place).
+    Inspect {
+        /// The graph: graph JSON (`.json`) or ONNX (`.onnx`).
+        file: PathBuf,
+        /// Output format: a table with totals, a CSV of the arena tensors (its first seven
+        /// columns are those of the reference `tensors.csv` files), or JSON with everything.
+        #[arg(long, short, value_enum, default_value_t = InspectFormat::Table)]
+        format: InspectFormat,
+        #[command(flatten)]
+        graph: GraphArgs,
     },
     /// List the planners with a one-line description each.
     Planners,
@@ -76,6 +99,56 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
     },
+}
+
+/// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
+#[derive(Args, Clone, Copy, Debug)]
+struct GraphArgs {
+    /// Graphs: do not let view operators (Reshape, Flatten, ...) share their input's buffer.
+    #[arg(long)]
+    no_alias: bool,
+    /// Graphs: do not let elementwise operators write over an input that dies at them.
+    #[arg(long)]
+    no_inplace: bool,
+    /// Graphs: the execution order: the file's (checked to be topological) or a
+    /// deterministic topological order.
+    #[arg(long, value_enum, default_value_t = OrderArg::File)]
+    order: OrderArg,
+}
+
+impl GraphArgs {
+    fn settings(self) -> input::GraphSettings {
+        input::GraphSettings {
+            order: match self.order {
+                OrderArg::File => Order::File,
+                OrderArg::Topological => Order::Topological,
+            },
+            options: Options {
+                alias: !self.no_alias,
+                inplace: !self.no_inplace,
+            },
+        }
+    }
+}
+
+/// `--order`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OrderArg {
+    /// The order of the nodes in the file.
+    File,
+    /// Kahn's algorithm, smallest file position first.
+    Topological,
+}
+
+/// How `memplan inspect` prints its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum InspectFormat {
+    /// A human-readable table with totals.
+    Table,
+    /// CSV rows of the tensors in the activation arena.
+    Csv,
+    /// JSON with every tensor and the totals.
+    Json,
 }
 
 /// How `memplan bench` prints its result.
@@ -118,13 +191,31 @@ fn main() -> ExitCode {
             format,
             output,
             alignment,
-        } => commands::plan(&file, &planner, format, output.as_deref(), alignment),
+            graph,
+        } => commands::plan(
+            &file,
+            &planner,
+            format,
+            output.as_deref(),
+            alignment,
+            graph.settings(),
+        ),
         Command::Check {
             problem,
             plan,
             format,
-        } => commands::check(&problem, &plan, format),
-        Command::Bound { file, format } => commands::bound(&file, format),
+            graph,
+        } => commands::check(&problem, &plan, format, graph.settings()),
+        Command::Bound {
+            file,
+            format,
+            graph,
+        } => commands::bound(&file, format, graph.settings()),
+        Command::Inspect {
+            file,
+            format,
+            graph,
+        } => commands::inspect(&file, format, graph.settings()),
         Command::Planners => commands::planners(),
         Command::Bench {
             files,

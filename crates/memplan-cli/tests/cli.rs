@@ -282,3 +282,149 @@ fn done_when_minimalloc_a_best_of_json_is_valid() {
     let out = memplan(&["check", file.to_str().unwrap(), plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stdout(&out));
 }
+
+#[test]
+fn inspect_golden_in_every_format() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["inspect", "examples/small_cnn.json"],
+            "inspect_small_cnn_table.txt",
+        ),
+        (
+            &[
+                "inspect",
+                "examples/small_cnn.json",
+                "--no-alias",
+                "--no-inplace",
+                "--format",
+                "csv",
+            ],
+            "inspect_small_cnn_plain_csv.txt",
+        ),
+        (
+            &["inspect", "examples/small_cnn.json", "--format", "json"],
+            "inspect_small_cnn_json.txt",
+        ),
+    ];
+    for (args, golden_name) in cases {
+        let out = memplan(args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        golden(golden_name, &stdout(&out));
+    }
+}
+
+#[test]
+fn plan_of_a_graph_reports_the_sharing_golden() {
+    let out = memplan(&["plan", "examples/small_cnn.json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_small_cnn_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--no-alias",
+        "--no-inplace",
+        "--order",
+        "topological",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["buffers"].as_array().unwrap().len(), 8);
+    assert_eq!(value["lower_bound_bytes"], 3 * 32768);
+    assert_eq!(value["alias_saved_bytes"], 0);
+}
+
+#[test]
+fn a_graph_plan_is_accepted_back_by_check_with_the_same_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let plan = plan.to_str().unwrap();
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--no-inplace",
+        "--format",
+        "json",
+        "--output",
+        plan,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = memplan(&["check", "examples/small_cnn.json", plan, "--no-inplace"]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn graph_errors_exit_2_naming_file_and_nodes() {
+    let data = "crates/memplan-graph/tests/data";
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["inspect", &format!("{data}/cycle.json")],
+            &["cycle.json", "'first'", "'second'", "'third'", "cycle"],
+        ),
+        (
+            &["plan", &format!("{data}/read_before_produce.json")],
+            &["'late_reader'", "'producer'", "'a'", "topological"],
+        ),
+        (
+            &["bound", &format!("{data}/dangling.json")],
+            &["'add'", "'ghost'"],
+        ),
+        (
+            &["inspect", "examples/small.csv"],
+            &["small.csv", "not a graph"],
+        ),
+        (
+            &["inspect", "model.onnx"],
+            &["model.onnx", "ONNX import is not built"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = memplan(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+        let err = stderr(&out);
+        for needle in *needles {
+            assert!(
+                err.contains(needle),
+                "{args:?}: error lacks {needle:?}: {err}"
+            );
+        }
+    }
+    let out = memplan(&[
+        "plan",
+        &format!("{data}/read_before_produce.json"),
+        "--order",
+        "topological",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn done_when_inspect_csv_without_sharing_equals_the_reference_tensors_csv() {
+    let models = root().join("../shared/models");
+    if !models.exists() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    // Graph JSON with the ONNX files' structure (see crates/memplan-graph/tests/data).
+    for model in ["resnet18", "mobilenet_v2"] {
+        let graph = format!("crates/memplan-graph/tests/data/{model}.json");
+        let out = memplan(&[
+            "inspect",
+            &graph,
+            "--no-alias",
+            "--no-inplace",
+            "--format",
+            "csv",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let ours: Vec<String> = stdout(&out)
+            .lines()
+            .map(|l| l.split(',').take(7).collect::<Vec<_>>().join(","))
+            .collect();
+        let reference =
+            std::fs::read_to_string(models.join(format!("{model}.tensors.csv"))).unwrap();
+        let reference: Vec<&str> = reference.lines().map(str::trim_end).collect();
+        assert_eq!(ours, reference, "{model}");
+    }
+}

@@ -17,9 +17,11 @@
 //!   `node_<index>`);
 //! - every value has at most one producer, and the producer's output list names it;
 //! - every consumer entry `(node, slot)` of a value matches `node.inputs[slot]`;
-//! - values of kind [`ValueKind::Weight`] and [`ValueKind::Constant`] and graph inputs have
-//!   no producer node; a value of kind [`ValueKind::Activation`] gets one when a node that
-//!   outputs it is added;
+//! - values of kind [`ValueKind::Weight`] and [`ValueKind::Input`] never have a producer
+//!   node; a value of kind [`ValueKind::Activation`] gets one when a node that outputs it
+//!   is added; a [`ValueKind::Constant`] value may have one (the output of an ONNX
+//!   `Constant` node keeps its node, so that node positions stay the file's) or not (a
+//!   folded value);
 //! - when a value has a shape, `bytes == product(shape) * dtype.size_bytes()` (checked);
 //! - ids index the vectors: `graph.node(id)`, `graph.value(id)`.
 //!
@@ -81,6 +83,35 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every element type, in ONNX code order.
+    pub const ALL: [DType; 20] = [
+        DType::Float,
+        DType::Uint8,
+        DType::Int8,
+        DType::Uint16,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::String,
+        DType::Bool,
+        DType::Float16,
+        DType::Double,
+        DType::Uint32,
+        DType::Uint64,
+        DType::Complex64,
+        DType::Complex128,
+        DType::Bfloat16,
+        DType::Float8e4m3fn,
+        DType::Float8e4m3fnuz,
+        DType::Float8e5m2,
+        DType::Float8e5m2fnuz,
+    ];
+
+    /// The type with this upper-case ONNX name (as [`DType::name`] spells it).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// Bytes per element. `String` has no fixed size and answers `None`.
     pub fn size_bytes(self) -> Option<u64> {
         Some(match self {
@@ -227,7 +258,7 @@ pub enum ValueKind {
     /// A trained parameter (ONNX initialiser): reported, not in the activation arena.
     Weight,
     /// A constant (a `Constant` node's output, a folded shape value): reported, not in
-    /// the activation arena.
+    /// the activation arena. It may have a producer node (a `Constant` node).
     Constant,
 }
 
@@ -243,7 +274,7 @@ pub struct Value {
     pub bytes: u64,
     pub kind: ValueKind,
     /// The node output that produces it, as `(node, output slot)`; `None` for inputs,
-    /// weights and constants.
+    /// weights and folded constants.
     pub producer: Option<(NodeId, usize)>,
     /// Every node input that reads it, as `(node, input slot)`, in node order.
     pub consumers: Vec<(NodeId, usize)>,
@@ -332,7 +363,7 @@ pub enum GraphError {
         value: String,
         producer: String,
     },
-    #[error("node '{node}': output '{value}' is a {kind:?} value, which no node may produce")]
+    #[error("node '{node}': output '{value}' is a {kind:?} value, which no node may produce (only activations and constants have producers)")]
     ProducedNonActivation {
         node: String,
         value: String,
@@ -429,7 +460,7 @@ impl Graph {
                     producer: self.nodes[producer.index()].name.clone(),
                 });
             }
-            if value.kind != ValueKind::Activation {
+            if !matches!(value.kind, ValueKind::Activation | ValueKind::Constant) {
                 return Err(GraphError::ProducedNonActivation {
                     node: name,
                     value: value.name.clone(),
@@ -656,6 +687,10 @@ mod tests {
             assert_eq!(t.onnx_code(), code);
         }
         assert_eq!(DType::from_onnx_code(0), None);
+        for t in DType::ALL {
+            assert_eq!(DType::from_name(t.name()), Some(t));
+        }
+        assert_eq!(DType::from_name("float"), None);
         assert_eq!(shape_bytes(DType::Float, &[1, 3, 224, 224]), Some(602112));
         assert_eq!(shape_bytes(DType::Float, &[u64::MAX, 2]), None);
     }
