@@ -33,6 +33,8 @@
 //! ```
 
 pub mod analysis;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod ir;
 pub mod json;
 pub mod order;
