@@ -425,10 +425,16 @@ pub fn fill(fill: &Data, shape: &[u64]) -> Option<Data> {
 }
 
 /// `Range(start, limit, delta)`: its length, and its contents when small.
+/// Each input holds one element (the first is used).
 pub fn range(start: &Data, limit: &Data, delta: &Data) -> Result<(u64, Option<Data>), String> {
+    let empty = || "start, limit and delta must each hold one value".to_string();
     match (start, limit, delta) {
         (Data::Ints(s), Data::Ints(l), Data::Ints(d)) => {
-            let (s, l, d) = (i128::from(s[0]), i128::from(l[0]), i128::from(d[0]));
+            let (s, l, d) = (
+                i128::from(*s.first().ok_or_else(empty)?),
+                i128::from(*l.first().ok_or_else(empty)?),
+                i128::from(*d.first().ok_or_else(empty)?),
+            );
             if d == 0 {
                 return Err("delta (input 2) is 0".into());
             }
@@ -439,7 +445,11 @@ pub fn range(start: &Data, limit: &Data, delta: &Data) -> Result<(u64, Option<Da
             Ok((n, data))
         }
         (Data::Floats(s), Data::Floats(l), Data::Floats(d)) => {
-            let (s, l, d) = (s[0], l[0], d[0]);
+            let (s, l, d) = (
+                *s.first().ok_or_else(empty)?,
+                *l.first().ok_or_else(empty)?,
+                *d.first().ok_or_else(empty)?,
+            );
             let n = ((l - s) / d).ceil().max(0.0);
             if !n.is_finite() || d == 0.0 || n >= 1.8e19 {
                 return Err(format!(
