@@ -433,11 +433,7 @@ fn squeeze_unsqueeze_flatten_expand() {
         [1, 24]
     );
     assert_eq!(
-        shape(
-            "Expand",
-            &[f32s(&[1, 1, 768]), ints(&[1, 1, 1])],
-            &[]
-        ),
+        shape("Expand", &[f32s(&[1, 1, 768]), ints(&[1, 1, 1])], &[]),
         [1, 1, 768]
     );
     assert_eq!(
