@@ -27,7 +27,7 @@ struct Importer<'a> {
 impl Importer<'_> {
     fn value_err(&self, value: &str, message: impl Into<String>) -> OnnxError {
         OnnxError::Value {
-            source_name: self.source.to_string(),
+            source_name: self.source.into(),
             value: value.to_string(),
             message: message.into(),
         }
@@ -35,7 +35,7 @@ impl Importer<'_> {
 
     fn graph_err(&self, source: memplan_graph::GraphError) -> OnnxError {
         OnnxError::Graph {
-            source_name: self.source.to_string(),
+            source_name: self.source.into(),
             source,
         }
     }
@@ -267,7 +267,7 @@ pub fn import_model(
 ) -> Result<Graph, OnnxError> {
     let imp = Importer { source };
     let g = model.graph.as_ref().ok_or_else(|| OnnxError::NoGraph {
-        source_name: source.to_string(),
+        source_name: source.into(),
     })?;
     let opset = model
         .opset_import
@@ -312,7 +312,7 @@ pub fn import_model(
         } else {
             let Some(sp) = &tt.shape else {
                 return Err(OnnxError::InputWithoutShape {
-                    source_name: source.to_string(),
+                    source_name: source.into(),
                     input: name.to_string(),
                 });
             };
@@ -331,7 +331,7 @@ pub fn import_model(
                             _ => None,
                         };
                         return Err(OnnxError::SymbolicDim {
-                            source_name: source.to_string(),
+                            source_name: source.into(),
                             input: name.to_string(),
                             dim: i,
                             param: param.map_or(String::new(), |p| format!(" ('{p}')")),
@@ -360,7 +360,7 @@ pub fn import_model(
         .find(|k| !used_shapes.contains(k.as_str()))
     {
         return Err(OnnxError::UnusedOverride {
-            source_name: source.to_string(),
+            source_name: source.into(),
             option: "input-shape",
             name: name.clone(),
             what: format!("is not a graph input (inputs: {})", input_names.join(", ")),
@@ -383,7 +383,7 @@ pub fn import_model(
         .find(|k| !all_params.contains(k.as_str()))
     {
         return Err(OnnxError::UnusedOverride {
-            source_name: source.to_string(),
+            source_name: source.into(),
             option: "dim",
             name: name.clone(),
             what: "is not a named dim of any graph input".to_string(),
@@ -411,7 +411,7 @@ pub fn import_model(
                     Origin::Node(j, _) => format!("produced by node '{}'", node_label(j)),
                 };
                 return Err(OnnxError::Redefined {
-                    source_name: source.to_string(),
+                    source_name: source.into(),
                     node: node_label(i),
                     op: n.op_type.clone(),
                     value: out.clone(),
@@ -424,7 +424,7 @@ pub fn import_model(
         for (slot, inp) in n.input.iter().enumerate() {
             if !inp.is_empty() && !origin.contains_key(inp.as_str()) {
                 return Err(OnnxError::DanglingInput {
-                    source_name: source.to_string(),
+                    source_name: source.into(),
                     node: node_label(i),
                     op: n.op_type.clone(),
                     slot,
@@ -436,7 +436,7 @@ pub fn import_model(
     for out in &g.output {
         if !origin.contains_key(out.name.as_str()) {
             return Err(OnnxError::DanglingOutput {
-                source_name: source.to_string(),
+                source_name: source.into(),
                 value: out.name.clone(),
             });
         }
@@ -489,7 +489,7 @@ pub fn import_model(
         done[i] = true;
         let n = &g.node[i];
         let fail = |message: String| OnnxError::Infer {
-            source_name: source.to_string(),
+            source_name: source.into(),
             node: node_label(i),
             op: n.op_type.clone(),
             message,
@@ -499,7 +499,7 @@ pub fn import_model(
         } else {
             if !(n.domain.is_empty() || n.domain == "ai.onnx") {
                 return Err(OnnxError::UnknownOperator {
-                    source_name: source.to_string(),
+                    source_name: source.into(),
                     node: node_label(i),
                     op: n.op_type.clone(),
                     domain: format!(" in domain '{}'", n.domain),
@@ -530,7 +530,7 @@ pub fn import_model(
                 Err(NodeError::Msg(m)) => return Err(fail(m)),
                 Err(NodeError::Unsupported(why)) => {
                     return Err(OnnxError::UnknownOperator {
-                        source_name: source.to_string(),
+                        source_name: source.into(),
                         node: node_label(i),
                         op: n.op_type.clone(),
                         domain: String::new(),
@@ -589,7 +589,7 @@ pub fn import_model(
             names.push(first);
         }
         return Err(OnnxError::Cycle {
-            source_name: source.to_string(),
+            source_name: source.into(),
             cycle: names.join(" -> "),
         });
     }

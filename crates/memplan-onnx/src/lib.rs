@@ -115,7 +115,7 @@ pub fn import_bytes(
 /// copy of `bytes`.
 pub fn decode_model(bytes: &[u8], source: &str) -> Result<proto::ModelProto, OnnxError> {
     proto::ModelProto::decode(bytes::Bytes::copy_from_slice(bytes)).map_err(|e| OnnxError::Decode {
-        source_name: source.to_string(),
+        source_name: source.into(),
         message: e.to_string(),
     })
 }

@@ -158,5 +158,44 @@ fn node_counts_match_the_reference() {
         );
         let sum: u64 = inner.iter().map(|v| v.bytes).sum();
         assert_eq!(sum.to_string(), f[3], "{}: activation bytes", f[0]);
+        assert_eq!(
+            max_live_in_file_order(&graph).to_string(),
+            f[4],
+            "{}: max-live in the file's node order",
+            f[0]
+        );
     }
+}
+
+/// Max-live bytes with the reference's rules: node i runs at step i + 1 (Constant nodes
+/// included), graph inputs from step 0, a tensor lives from its producer's step to its last
+/// reader's step inclusive, graph outputs to the last step. A check that the imported node
+/// order and kinds are what the lifetime analysis needs.
+fn max_live_in_file_order(graph: &memplan_graph::Graph) -> u64 {
+    let steps = graph.nodes().len() + 2;
+    let mut delta = vec![0i128; steps + 1];
+    for (i, v) in graph.values().iter().enumerate() {
+        if !v.is_activation() {
+            continue;
+        }
+        let start = v.producer.map_or(0, |(n, _)| n.index() + 1);
+        let mut end = v
+            .consumers
+            .iter()
+            .map(|(n, _)| n.index() + 1)
+            .max()
+            .unwrap_or(start)
+            + 1;
+        if graph.outputs().iter().any(|o| o.index() == i) {
+            end = graph.nodes().len() + 1;
+        }
+        delta[start] += i128::from(v.bytes);
+        delta[end.max(start + 1)] -= i128::from(v.bytes);
+    }
+    let (mut live, mut best) = (0i128, 0i128);
+    for d in delta {
+        live += d;
+        best = best.max(live);
+    }
+    best as u64
 }
