@@ -82,8 +82,14 @@ pub fn is_float(dtype: DType) -> bool {
     )
 }
 
+/// Folding is skipped above this rank, which bounds the per-element index work.
+pub const MAX_FOLD_RANK: usize = 16;
+
 /// Element count of `shape` as `usize` when it may be folded.
 fn foldable(shape: &[u64]) -> Option<usize> {
+    if shape.len() > MAX_FOLD_RANK {
+        return None;
+    }
     elements(shape)
         .filter(|&n| n <= MAX_FOLD_ELEMENTS)
         .and_then(|n| usize::try_from(n).ok())

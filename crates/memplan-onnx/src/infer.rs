@@ -38,9 +38,12 @@ impl Info {
         }
     }
 
-    /// A value with known contents; contents that do not fit the shape are dropped.
+    /// A value with known contents; contents that do not fit the shape, or have more than
+    /// [`MAX_FOLD_ELEMENTS`] elements, are dropped (so no chain of nodes copies large data).
     pub fn with_data(dtype: DType, shape: Vec<u64>, data: Option<Data>) -> Info {
-        let data = data.filter(|d| Some(d.len() as u64) == elements(&shape));
+        let data = data.filter(|d| {
+            d.len() as u64 <= MAX_FOLD_ELEMENTS && Some(d.len() as u64) == elements(&shape)
+        });
         Info { dtype, shape, data }
     }
 
@@ -116,10 +119,7 @@ impl<'a> Ctx<'a> {
                 self.name(slot),
                 info.dtype
             )),
-            None => msg(format!(
-                "input {slot} '{}' ({what}) is not known at import time, so the output shape cannot be computed; it must be an initialiser, a Constant or a foldable shape computation",
-                self.name(slot)
-            )),
+            None => msg(unknown_contents(slot, self.name(slot), what, info)),
         }
     }
 
@@ -129,10 +129,7 @@ impl<'a> Ctx<'a> {
         match &info.data {
             Some(Data::Floats(v)) => Ok(v.clone()),
             Some(Data::Ints(v)) => Ok(v.iter().map(|&x| x as f64).collect()),
-            None => msg(format!(
-                "input {slot} '{}' ({what}) is not known at import time, so the output shape cannot be computed; it must be an initialiser, a Constant or a foldable computation",
-                self.name(slot)
-            )),
+            None => msg(unknown_contents(slot, self.name(slot), what, info)),
         }
     }
 
@@ -188,17 +185,43 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// Normalised, distinct axes (linear time: files may hold long lists).
     fn axes(&self, what: &str, axes: &[i64], rank: usize) -> R<Vec<usize>> {
         let mut out = Vec::with_capacity(axes.len());
+        let mut seen = vec![false; rank];
         for &a in axes {
             let a = self.axis(what, a, rank)?;
-            if out.contains(&a) {
+            if std::mem::replace(&mut seen[a], true) {
                 return msg(format!("{what} {a} is repeated"));
             }
             out.push(a);
         }
         Ok(out)
     }
+}
+
+/// Why an input's contents, needed for the output shape, are not known.
+fn unknown_contents(slot: usize, name: &str, what: &str, info: &Info) -> String {
+    match elements(&info.shape) {
+        Some(n) if n <= MAX_FOLD_ELEMENTS => format!(
+            "input {slot} '{name}' ({what}) is not known at import time, so the output shape cannot be computed; it must be an initialiser, a Constant or a foldable shape computation"
+        ),
+        n => format!(
+            "input {slot} '{name}' ({what}) has {} elements, more than the {MAX_FOLD_ELEMENTS} whose contents memplan keeps, so the output shape cannot be computed",
+            n.map_or("too many".to_string(), |n| n.to_string())
+        ),
+    }
+}
+
+/// `mask[i]` is true when `i` is one of `axes` (all below `rank`).
+fn axis_mask(axes: &[usize], rank: usize) -> Vec<bool> {
+    let mut mask = vec![false; rank];
+    for &a in axes {
+        if let Some(m) = mask.get_mut(a) {
+            *m = true;
+        }
+    }
+    mask
 }
 
 /// `axis` in `-rank..rank` as an index.
@@ -1108,11 +1131,12 @@ fn squeeze(ctx: &Ctx) -> R<Info> {
                     fmt_shape(&x.shape)
                 ));
             }
+            let mask = axis_mask(&axes, x.shape.len());
             x.shape
                 .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(i))
-                .map(|(_, &d)| d)
+                .zip(&mask)
+                .filter(|(_, &m)| !m)
+                .map(|(&d, _)| d)
                 .collect()
         }
         None => x.shape.iter().copied().filter(|&d| d != 1).collect(),
@@ -1127,10 +1151,11 @@ fn unsqueeze(ctx: &Ctx) -> R<Info> {
     })?;
     let rank = x.shape.len() + axes.len();
     let axes = ctx.axes("axis", &axes, rank)?;
+    let mask = axis_mask(&axes, rank);
     let mut rest = x.shape.iter();
     let shape: Vec<u64> = (0..rank)
         .map(|i| {
-            if axes.contains(&i) {
+            if mask[i] {
                 1
             } else {
                 rest.next().copied().unwrap_or(1)
@@ -1250,10 +1275,11 @@ fn float_dim(v: f64, what: &str) -> R<u64> {
 }
 
 fn reduce_shape(shape: &[u64], axes: &[usize], keep: bool) -> Vec<u64> {
+    let mask = axis_mask(axes, shape.len());
     shape
         .iter()
-        .enumerate()
-        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+        .zip(&mask)
+        .filter_map(|(&d, &m)| match (m, keep) {
             (false, _) => Some(d),
             (true, true) => Some(1),
             (true, false) => None,

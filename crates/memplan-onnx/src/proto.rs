@@ -3,7 +3,7 @@
 //!
 //! Field numbers are those of the ONNX specification, `onnx/onnx.proto` (IR version 10).
 //! Only the fields memplan reads are declared; protobuf decoders skip the others (doc
-//! strings, sub-graphs of `If`/`Loop`, training info, functions, sparse tensors), so they are
+//! strings, sub-graphs of `If`/`Loop`, training info, functions, sparse tensors, `value_info`: every shape is inferred), so they are
 //! never kept. Scalar repeated fields accept both packed and unpacked encodings.
 //!
 //! Byte fields use [`bytes::Bytes`]: decoding from one shared buffer makes `raw_data` a view
@@ -58,9 +58,6 @@ pub struct GraphProto {
     /// Field 12, `output`.
     #[prost(message, repeated, tag = "12")]
     pub output: Vec<ValueInfoProto>,
-    /// Field 13, `value_info` (shapes of intermediate values, when the file has them).
-    #[prost(message, repeated, tag = "13")]
-    pub value_info: Vec<ValueInfoProto>,
 }
 
 /// `NodeProto` (onnx.proto).

@@ -284,3 +284,45 @@ fn override_arguments_parse() {
     assert!(parse_dim("batch=-1").is_err());
     assert!(parse_dim("=1").is_err());
 }
+
+#[test]
+fn long_lists_and_large_constants_stay_cheap() {
+    // A 100k-element Constant passed through 200 Identity nodes, and an Unsqueeze with 100k
+    // axes: linear work, and contents above the folding limit are not carried along.
+    let mut m = small_model();
+    let g = m.graph.as_mut().unwrap();
+    let mut big = node("big", "Constant", &[], &["big0"]);
+    big.attribute
+        .push(ints_attr("value_ints", &vec![7; 100_000]));
+    g.node.push(big);
+    for i in 0..200 {
+        g.node.push(node(
+            &format!("id{i}"),
+            "Identity",
+            &[&format!("big{i}")],
+            &[&format!("big{}", i + 1)],
+        ));
+    }
+    // The attribute form of the axes (opset < 13) is read whatever its length.
+    let mut unsq = node("wide", "Unsqueeze", &["zero"], &["wide"]);
+    unsq.attribute
+        .push(ints_attr("axes", &(0..100_000).collect::<Vec<i64>>()));
+    g.node.push(unsq);
+    let start = std::time::Instant::now();
+    let graph = import(&m).unwrap();
+    assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
+    let last = graph.value(graph.value_by_name("big200").unwrap());
+    assert_eq!(last.shape, Some(vec![100_000]));
+    assert_eq!(last.data, None);
+    let wide = graph.value(graph.value_by_name("wide").unwrap());
+    assert_eq!(wide.shape.as_ref().map(Vec::len), Some(100_000));
+    // A shape operand too large to keep is reported as such.
+    let g = m.graph.as_mut().unwrap();
+    g.node
+        .push(node("r2", "Reshape", &["big200", "big200"], &["r2"]));
+    let e = error(&m);
+    assert!(
+        e.contains("'r2' (Reshape)") && e.contains("100000 elements"),
+        "{e}"
+    );
+}

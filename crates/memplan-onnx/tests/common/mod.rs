@@ -123,7 +123,6 @@ pub fn small_model() -> ModelProto {
             initializer: vec![w, minus_one],
             input: vec![tensor_value("x", 1, vec![dim(1), dim(3), dim(8), dim(8)])],
             output: vec![tensor_value("y", 1, vec![])],
-            value_info: vec![],
         }),
     }
 }
