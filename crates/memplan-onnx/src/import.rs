@@ -1,0 +1,700 @@
+//! From a decoded [`ModelProto`] to a [`Graph`]: values, kinds, attributes, the file's node
+//! order, and inference of every node output in dependency order.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+
+use memplan_graph::{Attribute, DType, Graph, Tensor, TensorData, Value, ValueId, ValueKind};
+
+use crate::fold::{is_float, Data};
+use crate::infer::{self, elements, Ctx, Info, NodeError, MAX_FOLD_ELEMENTS};
+use crate::proto::{self, attribute_type as at, DimensionValue, ModelProto, TensorProto};
+use crate::{ImportOptions, OnnxError};
+
+/// Where a value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Input,
+    Initializer,
+    /// Output `slot` of node `node` (index into the file's node list).
+    Node(usize, usize),
+}
+
+struct Importer<'a> {
+    source: &'a str,
+}
+
+impl Importer<'_> {
+    fn value_err(&self, value: &str, message: impl Into<String>) -> OnnxError {
+        OnnxError::Value {
+            source_name: self.source.into(),
+            value: value.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn graph_err(&self, source: memplan_graph::GraphError) -> OnnxError {
+        OnnxError::Graph {
+            source_name: self.source.into(),
+            source,
+        }
+    }
+
+    fn dtype(&self, value: &str, code: i32) -> Result<DType, OnnxError> {
+        match DType::from_onnx_code(code) {
+            Some(DType::String) => Err(self.value_err(
+                value,
+                "STRING tensors have no fixed size and are not supported",
+            )),
+            Some(t) => Ok(t),
+            None => Err(self.value_err(
+                value,
+                format!("element type {code} is not a known TensorProto.DataType"),
+            )),
+        }
+    }
+
+    fn dims(&self, value: &str, dims: &[i64]) -> Result<Vec<u64>, OnnxError> {
+        dims.iter()
+            .enumerate()
+            .map(|(i, &d)| {
+                u64::try_from(d)
+                    .map_err(|_| self.value_err(value, format!("dim {i} is negative ({d})")))
+            })
+            .collect()
+    }
+
+    /// dtype, dims and (for small tensors whose class `read` accepts) contents of a tensor.
+    /// Contents of types memplan does not fold (FLOAT16, BFLOAT16, FLOAT8, complex,
+    /// unsigned 32/64-bit outside `raw_data`) stay unknown.
+    /// External data is never followed; inline contents are read only when small.
+    fn tensor(
+        &self,
+        t: &TensorProto,
+        name: &str,
+        read: impl Fn(DType) -> bool,
+    ) -> Result<Info, OnnxError> {
+        let dtype = self.dtype(name, t.data_type)?;
+        let shape = self.dims(name, &t.dims)?;
+        if memplan_graph::ir::shape_bytes(dtype, &shape).is_none() {
+            return Err(self.value_err(
+                name,
+                format!("{dtype} {shape:?} overflows 64-bit byte counts"),
+            ));
+        }
+        let n = elements(&shape).unwrap_or(u64::MAX);
+        let data = if t.data_location == proto::DATA_LOCATION_EXTERNAL
+            || n > MAX_FOLD_ELEMENTS
+            || !read(dtype)
+        {
+            None
+        } else {
+            self.tensor_data(t, name, dtype, n as usize)?
+        };
+        Ok(Info::with_data(dtype, shape, data))
+    }
+
+    fn tensor_data(
+        &self,
+        t: &TensorProto,
+        name: &str,
+        dtype: DType,
+        n: usize,
+    ) -> Result<Option<Data>, OnnxError> {
+        let size = dtype.size_bytes().unwrap_or(0) as usize;
+        let raw = &t.raw_data;
+        let data = if !raw.is_empty() {
+            if raw.len() != n * size {
+                return Err(self.value_err(
+                    name,
+                    format!(
+                        "raw_data has {} bytes but {n} elements of {dtype} need {}",
+                        raw.len(),
+                        n * size
+                    ),
+                ));
+            }
+            let le = |i: usize, w: usize| -> u64 {
+                let mut b = [0u8; 8];
+                b[..w].copy_from_slice(&raw[i * w..i * w + w]);
+                u64::from_le_bytes(b)
+            };
+            let sext = |v: u64, w: usize| -> i64 {
+                let shift = 64 - 8 * w as u32;
+                ((v << shift) as i64) >> shift
+            };
+            match dtype {
+                DType::Float => Data::Floats(
+                    (0..n)
+                        .map(|i| f32::from_bits(le(i, 4) as u32) as f64)
+                        .collect(),
+                ),
+                DType::Double => Data::Floats((0..n).map(|i| f64::from_bits(le(i, 8))).collect()),
+                DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => {
+                    Data::Ints((0..n).map(|i| sext(le(i, size), size)).collect())
+                }
+                DType::Uint8 | DType::Uint16 | DType::Uint32 | DType::Bool => {
+                    Data::Ints((0..n).map(|i| le(i, size) as i64).collect())
+                }
+                DType::Uint64 => Data::Ints(
+                    (0..n)
+                        .map(|i| i64::try_from(le(i, 8)).ok())
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| {
+                            self.value_err(name, "a UINT64 element exceeds the int64 range")
+                        })?,
+                ),
+                _ => return Ok(None),
+            }
+        } else {
+            let d = match dtype {
+                DType::Int64 => Some(Data::Ints(t.int64_data.clone())),
+                DType::Int32
+                | DType::Int16
+                | DType::Int8
+                | DType::Uint16
+                | DType::Uint8
+                | DType::Bool => Some(Data::Ints(
+                    t.int32_data.iter().map(|&v| i64::from(v)).collect(),
+                )),
+                DType::Float => Some(Data::Floats(
+                    t.float_data.iter().map(|&v| f64::from(v)).collect(),
+                )),
+                DType::Double => Some(Data::Floats(t.double_data.clone())),
+                _ => None,
+            };
+            match d {
+                Some(d) if d.len() == n => d,
+                Some(d) => {
+                    return Err(self.value_err(
+                        name,
+                        format!("the tensor has {} elements but its dims give {n}", d.len()),
+                    ))
+                }
+                None => return Ok(None),
+            }
+        };
+        Ok(Some(data))
+    }
+
+    fn attribute(
+        &self,
+        node: &str,
+        a: &proto::AttributeProto,
+    ) -> Result<Option<Attribute>, OnnxError> {
+        let kind = if a.r#type != 0 {
+            a.r#type
+        } else if a.t.is_some() {
+            at::TENSOR
+        } else if !a.ints.is_empty() {
+            at::INTS
+        } else if !a.floats.is_empty() {
+            at::FLOATS
+        } else if !a.strings.is_empty() {
+            at::STRINGS
+        } else if !a.s.is_empty() {
+            at::STRING
+        } else if a.f != 0.0 {
+            at::FLOAT
+        } else {
+            at::INT
+        };
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Ok(Some(match kind {
+            at::FLOAT => Attribute::Float(f64::from(a.f)),
+            at::INT => Attribute::Int(a.i),
+            at::STRING => Attribute::String(text(&a.s)),
+            at::FLOATS => Attribute::Floats(a.floats.iter().map(|&f| f64::from(f)).collect()),
+            at::INTS => Attribute::Ints(a.ints.clone()),
+            at::STRINGS => Attribute::Strings(a.strings.iter().map(|s| text(s)).collect()),
+            at::TENSOR => {
+                let Some(t) = &a.t else {
+                    return Err(self.value_err(
+                        node,
+                        format!("attribute '{}' is a TENSOR without a tensor", a.name),
+                    ));
+                };
+                let info = self.tensor(t, &format!("{node}.{}", a.name), |_| true)?;
+                Attribute::Tensor(Tensor {
+                    dtype: info.dtype,
+                    dims: info.shape,
+                    data: info
+                        .data
+                        .map_or(TensorData::Unknown, |d| d.to_tensor_data()),
+                })
+            }
+            // Graphs, sparse tensors and type protos are not represented.
+            _ => return Ok(None),
+        }))
+    }
+}
+
+/// The value a `Constant` node defines (opset 1..=19 attribute forms).
+fn constant_value(node: &str, attrs: &BTreeMap<String, Attribute>) -> Result<Info, String> {
+    let _ = node;
+    if let Some((name, a)) = attrs.iter().next() {
+        if attrs.len() != 1 {
+            return Err(format!(
+                "a Constant needs exactly one value attribute, found {}",
+                attrs.len()
+            ));
+        }
+        return Ok(match (name.as_str(), a) {
+            ("value", Attribute::Tensor(t)) => Info::with_data(
+                t.dtype,
+                t.dims.clone(),
+                Data::from_tensor_data(&t.data),
+            ),
+            ("value_int", Attribute::Int(v)) => Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![*v]))),
+            ("value_ints", Attribute::Ints(v)) => {
+                Info::with_data(DType::Int64, vec![v.len() as u64], Some(Data::Ints(v.clone())))
+            }
+            ("value_float", Attribute::Float(v)) => Info::with_data(DType::Float, vec![], Some(Data::Floats(vec![*v]))),
+            ("value_floats", Attribute::Floats(v)) => {
+                Info::with_data(DType::Float, vec![v.len() as u64], Some(Data::Floats(v.clone())))
+            }
+            (other, _) => return Err(format!("attribute '{other}' is not a supported Constant value (value, value_int(s), value_float(s))")),
+        });
+    }
+    Err("a Constant needs a value attribute".into())
+}
+
+/// Imports a decoded model. See [`crate::import_bytes`] for the contract.
+pub fn import_model(
+    model: &ModelProto,
+    source: &str,
+    options: &ImportOptions,
+) -> Result<Graph, OnnxError> {
+    let imp = Importer { source };
+    let g = model.graph.as_ref().ok_or_else(|| OnnxError::NoGraph {
+        source_name: source.into(),
+    })?;
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(1, |o| o.version);
+
+    let mut origin: HashMap<&str, Origin> = HashMap::new();
+    let mut facts: HashMap<&str, Info> = HashMap::new();
+
+    // Initialisers: shapes always, contents only of small inline integer tensors.
+    for t in &g.initializer {
+        if origin
+            .insert(t.name.as_str(), Origin::Initializer)
+            .is_some()
+        {
+            return Err(imp.value_err(&t.name, "two initialisers have this name"));
+        }
+        let info = imp.tensor(t, &t.name, |d| !is_float(d))?;
+        facts.insert(t.name.as_str(), info);
+    }
+
+    // Graph inputs that are not initialisers (old opsets list initialisers as inputs too).
+    let mut used_shapes: BTreeSet<&str> = BTreeSet::new();
+    let mut used_dims: BTreeSet<&str> = BTreeSet::new();
+    let mut inputs = Vec::new();
+    for vi in &g.input {
+        let name = vi.name.as_str();
+        match origin.get(name) {
+            Some(Origin::Initializer) => continue,
+            Some(_) => return Err(imp.value_err(name, "two graph inputs have this name")),
+            None => {}
+        }
+        let tt = vi.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
+        let Some(tt) = tt else {
+            return Err(imp.value_err(name, "the graph input is not a tensor (sequence, map and optional inputs are not supported)"));
+        };
+        let dtype = imp.dtype(name, tt.elem_type)?;
+        let shape = if let Some(s) = options.input_shapes.get(name) {
+            used_shapes.insert(name);
+            s.clone()
+        } else {
+            let Some(sp) = &tt.shape else {
+                return Err(OnnxError::InputWithoutShape {
+                    source_name: source.into(),
+                    input: name.to_string(),
+                });
+            };
+            let mut shape = Vec::with_capacity(sp.dim.len());
+            for (i, d) in sp.dim.iter().enumerate() {
+                let dim = match &d.value {
+                    Some(DimensionValue::DimValue(v)) => u64::try_from(*v)
+                        .map_err(|_| imp.value_err(name, format!("dim {i} is negative ({v})")))?,
+                    Some(DimensionValue::DimParam(p)) if options.dims.contains_key(p.as_str()) => {
+                        used_dims.insert(p.as_str());
+                        options.dims[p.as_str()]
+                    }
+                    other => {
+                        let param = match other {
+                            Some(DimensionValue::DimParam(p)) if !p.is_empty() => Some(p.as_str()),
+                            _ => None,
+                        };
+                        return Err(OnnxError::SymbolicDim {
+                            source_name: source.into(),
+                            input: name.to_string(),
+                            dim: i,
+                            param: param.map_or(String::new(), |p| format!(" ('{p}')")),
+                            hint: param.map_or(String::new(), |p| format!(" or --dim {p}=<n>")),
+                        });
+                    }
+                };
+                shape.push(dim);
+            }
+            shape
+        };
+        if memplan_graph::ir::shape_bytes(dtype, &shape).is_none() {
+            return Err(imp.value_err(
+                name,
+                format!("{dtype} {shape:?} overflows 64-bit byte counts"),
+            ));
+        }
+        origin.insert(name, Origin::Input);
+        facts.insert(name, Info::new(dtype, shape));
+        inputs.push(name);
+    }
+    let input_names: Vec<&str> = inputs.clone();
+    if let Some(name) = options
+        .input_shapes
+        .keys()
+        .find(|k| !used_shapes.contains(k.as_str()))
+    {
+        return Err(OnnxError::UnusedOverride {
+            source_name: source.into(),
+            option: "input-shape",
+            name: name.clone(),
+            what: format!("is not a graph input (inputs: {})", input_names.join(", ")),
+        });
+    }
+    // A named dim may also be used only by inputs whose shape was overridden.
+    let all_params: BTreeSet<&str> = g
+        .input
+        .iter()
+        .filter_map(|vi| vi.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref())
+        .flat_map(|s| s.dim.iter())
+        .filter_map(|d| match &d.value {
+            Some(DimensionValue::DimParam(p)) => Some(p.as_str()),
+            _ => None,
+        })
+        .collect();
+    if let Some(name) = options
+        .dims
+        .keys()
+        .find(|k| !all_params.contains(k.as_str()))
+    {
+        return Err(OnnxError::UnusedOverride {
+            source_name: source.into(),
+            option: "dim",
+            name: name.clone(),
+            what: "is not a named dim of any graph input".to_string(),
+        });
+    }
+
+    // Node outputs: one definition each.
+    let node_label = |i: usize| -> String {
+        let n = &g.node[i];
+        if n.name.is_empty() {
+            format!("node_{i}")
+        } else {
+            n.name.clone()
+        }
+    };
+    for (i, n) in g.node.iter().enumerate() {
+        for (slot, out) in n.output.iter().enumerate() {
+            if out.is_empty() {
+                continue;
+            }
+            if let Some(prev) = origin.insert(out.as_str(), Origin::Node(i, slot)) {
+                let what = match prev {
+                    Origin::Input => "a graph input".to_string(),
+                    Origin::Initializer => "an initialiser".to_string(),
+                    Origin::Node(j, _) => format!("produced by node '{}'", node_label(j)),
+                };
+                return Err(OnnxError::Redefined {
+                    source_name: source.into(),
+                    node: node_label(i),
+                    op: n.op_type.clone(),
+                    value: out.clone(),
+                    what,
+                });
+            }
+        }
+    }
+    for (i, n) in g.node.iter().enumerate() {
+        for (slot, inp) in n.input.iter().enumerate() {
+            if !inp.is_empty() && !origin.contains_key(inp.as_str()) {
+                return Err(OnnxError::DanglingInput {
+                    source_name: source.into(),
+                    node: node_label(i),
+                    op: n.op_type.clone(),
+                    slot,
+                    value: inp.clone(),
+                });
+            }
+        }
+    }
+    for out in &g.output {
+        if !origin.contains_key(out.name.as_str()) {
+            return Err(OnnxError::DanglingOutput {
+                source_name: source.into(),
+                value: out.name.clone(),
+            });
+        }
+    }
+
+    // Attributes of every node.
+    let mut attrs: Vec<BTreeMap<String, Attribute>> = Vec::with_capacity(g.node.len());
+    for (i, n) in g.node.iter().enumerate() {
+        let mut map = BTreeMap::new();
+        for a in &n.attribute {
+            if let Some(v) = imp.attribute(&node_label(i), a)? {
+                map.insert(a.name.clone(), v);
+            }
+        }
+        attrs.push(map);
+    }
+
+    // Inference in dependency order: Kahn's algorithm, lowest file index first, so a file
+    // already in topological order is processed in its own order.
+    let deps: Vec<Vec<usize>> = g
+        .node
+        .iter()
+        .map(|n| {
+            let mut d: Vec<usize> = n
+                .input
+                .iter()
+                .filter_map(|inp| match origin.get(inp.as_str()) {
+                    Some(Origin::Node(j, _)) => Some(*j),
+                    _ => None,
+                })
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); g.node.len()];
+    let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
+    for (i, d) in deps.iter().enumerate() {
+        for &j in d {
+            users[j].push(i);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..g.node.len())
+        .filter(|&i| waiting[i] == 0)
+        .map(Reverse)
+        .collect();
+    let mut done = vec![false; g.node.len()];
+    while let Some(Reverse(i)) = ready.pop() {
+        done[i] = true;
+        let n = &g.node[i];
+        let fail = |message: String| OnnxError::Infer {
+            source_name: source.into(),
+            node: node_label(i),
+            op: n.op_type.clone(),
+            message,
+        };
+        let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
+            vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
+        } else {
+            if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+                return Err(OnnxError::UnknownOperator {
+                    source_name: source.into(),
+                    node: node_label(i),
+                    op: n.op_type.clone(),
+                    domain: format!(" in domain '{}'", n.domain),
+                    why: "only the default ONNX domain is supported".into(),
+                });
+            }
+            let ins: Vec<Option<&Info>> = n
+                .input
+                .iter()
+                .map(|inp| {
+                    if inp.is_empty() {
+                        None
+                    } else {
+                        facts.get(inp.as_str())
+                    }
+                })
+                .collect();
+            let ctx = Ctx {
+                op: &n.op_type,
+                input_names: &n.input,
+                inputs: &ins,
+                attrs: &attrs[i],
+                n_outputs: n.output.len(),
+                opset,
+            };
+            match infer::infer_node(&ctx) {
+                Ok(o) => o,
+                Err(NodeError::Msg(m)) => return Err(fail(m)),
+                Err(NodeError::Unsupported(why)) => {
+                    return Err(OnnxError::UnknownOperator {
+                        source_name: source.into(),
+                        node: node_label(i),
+                        op: n.op_type.clone(),
+                        domain: String::new(),
+                        why,
+                    })
+                }
+            }
+        };
+        for (slot, out) in n.output.iter().enumerate() {
+            if out.is_empty() {
+                continue;
+            }
+            let Some(info) = outs.get(slot) else {
+                return Err(fail(format!(
+                    "the node has {} outputs but {} defines {}",
+                    n.output.len(),
+                    n.op_type,
+                    outs.len()
+                )));
+            };
+            if info.dtype == DType::String {
+                return Err(fail(format!(
+                    "output '{out}' is a STRING tensor, which has no fixed size"
+                )));
+            }
+            facts.insert(out.as_str(), info.clone());
+        }
+        for &u in &users[i] {
+            waiting[u] -= 1;
+            if waiting[u] == 0 {
+                ready.push(Reverse(u));
+            }
+        }
+    }
+    if let Some(start) = done.iter().position(|d| !d) {
+        // Walk unfinished dependencies from an unfinished node until one repeats.
+        let mut path = vec![start];
+        let mut at = start;
+        let cycle = loop {
+            let Some(&next) = deps[at].iter().find(|&&j| !done[j]) else {
+                break vec![at];
+            };
+            if let Some(p) = path.iter().position(|&x| x == next) {
+                break path[p..].to_vec();
+            }
+            path.push(next);
+            at = next;
+        };
+        // `path` follows "depends on"; print it in dataflow order.
+        let mut names: Vec<String> = cycle
+            .iter()
+            .rev()
+            .map(|&i| format!("'{}'", node_label(i)))
+            .collect();
+        if let Some(first) = names.first().cloned() {
+            names.push(first);
+        }
+        return Err(OnnxError::Cycle {
+            source_name: source.into(),
+            cycle: names.join(" -> "),
+        });
+    }
+
+    // Build the graph: inputs, initialisers, then node outputs, all in file order.
+    let mut graph = Graph::new(if g.name.is_empty() {
+        source
+    } else {
+        g.name.as_str()
+    });
+    let mut ids: HashMap<&str, ValueId> = HashMap::new();
+    let add = |graph: &mut Graph,
+               name: &str,
+               info: &Info,
+               kind: ValueKind|
+     -> Result<ValueId, OnnxError> {
+        let v = Value::with_shape(name, info.dtype, info.shape.clone(), kind).ok_or_else(|| {
+            imp.value_err(
+                name,
+                format!(
+                    "{} {:?} overflows 64-bit byte counts",
+                    info.dtype, info.shape
+                ),
+            )
+        })?;
+        let id = graph.add_value(v).map_err(|e| imp.graph_err(e))?;
+        if let Some(d) = &info.data {
+            graph.set_data(id, Some(d.to_tensor_data()));
+        }
+        Ok(id)
+    };
+    let mut input_ids = Vec::new();
+    for &name in &inputs {
+        let id = add(&mut graph, name, &facts[name], ValueKind::Input)?;
+        ids.insert(name, id);
+        input_ids.push(id);
+    }
+    for t in &g.initializer {
+        let id = add(
+            &mut graph,
+            &t.name,
+            &facts[t.name.as_str()],
+            ValueKind::Weight,
+        )?;
+        ids.insert(t.name.as_str(), id);
+    }
+    for n in &g.node {
+        let kind = if n.op_type == "Constant" {
+            ValueKind::Constant
+        } else {
+            ValueKind::Activation
+        };
+        for out in n.output.iter().filter(|o| !o.is_empty()) {
+            let id = add(&mut graph, out, &facts[out.as_str()], kind)?;
+            ids.insert(out.as_str(), id);
+        }
+    }
+    let mut names_taken: BTreeSet<String> = g.node.iter().map(|n| n.name.clone()).collect();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for (i, (n, a)) in g.node.iter().zip(attrs).enumerate() {
+        // Unique node names: empty ones become `node_<i>`, repeats get a suffix.
+        let mut name = node_label(i);
+        if !seen.insert(name.clone()) || (n.name.is_empty() && names_taken.contains(&name)) {
+            let mut k = 1;
+            while names_taken.contains(&format!("{name}#{k}")) {
+                k += 1;
+            }
+            name = format!("{name}#{k}");
+            seen.insert(name.clone());
+        }
+        names_taken.insert(name.clone());
+        let inputs: Vec<Option<ValueId>> = n
+            .input
+            .iter()
+            .map(|inp| {
+                if inp.is_empty() {
+                    None
+                } else {
+                    ids.get(inp.as_str()).copied()
+                }
+            })
+            .collect();
+        // A Constant node stays in the node order (steps are numbered by file position) but
+        // its value is a `Constant` without a producer, outside the activation arena.
+        let outputs: Vec<ValueId> = if n.op_type == "Constant" {
+            Vec::new()
+        } else {
+            n.output
+                .iter()
+                .filter_map(|o| ids.get(o.as_str()).copied())
+                .collect()
+        };
+        let id = graph
+            .add_node(name, n.op_type.clone(), inputs, outputs, a)
+            .map_err(|e| imp.graph_err(e))?;
+        if !n.domain.is_empty() {
+            graph.set_domain(id, n.domain.clone());
+        }
+    }
+    graph.set_inputs(input_ids).map_err(|e| imp.graph_err(e))?;
+    let outputs = g
+        .output
+        .iter()
+        .filter_map(|o| ids.get(o.name.as_str()).copied())
+        .collect();
+    graph.set_outputs(outputs).map_err(|e| imp.graph_err(e))?;
+    Ok(graph)
+}
