@@ -63,7 +63,7 @@ pub fn plan(
     format: Format,
     output: Option<&Path>,
     alignment: u64,
-    settings: GraphSettings,
+    settings: &GraphSettings,
 ) -> Result<ExitCode> {
     let planner = planner::by_name(planner_name)?;
     let loaded = input::read_input(file, settings)?;
@@ -231,7 +231,7 @@ fn plan_table(
 fn graph_rows(
     graph: &Graph,
     analysis: &Analysis,
-    settings: GraphSettings,
+    settings: &GraphSettings,
 ) -> Vec<(&'static str, String)> {
     let on_off = |on: bool| if on { "on" } else { "off" };
     let stats = &analysis.stats;
@@ -271,7 +271,7 @@ pub fn check(
     problem_path: &Path,
     plan_path: &Path,
     format: ReportFormat,
-    settings: GraphSettings,
+    settings: &GraphSettings,
 ) -> Result<ExitCode> {
     let problem = input::read_input(problem_path, settings)?.problem;
     let plan = input::read_plan(plan_path, &problem)?;
@@ -331,7 +331,7 @@ pub fn check(
 }
 
 /// `memplan bound`.
-pub fn bound(file: &Path, format: ReportFormat, settings: GraphSettings) -> Result<ExitCode> {
+pub fn bound(file: &Path, format: ReportFormat, settings: &GraphSettings) -> Result<ExitCode> {
     let loaded = input::read_input(file, settings)?;
     let problem = loaded.problem;
     let lower_bound = max_live(&problem, file)?;

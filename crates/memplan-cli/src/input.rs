@@ -14,10 +14,13 @@ use anyhow::{Context, Result};
 use memplan::io::{csv, json};
 use memplan::{Plan, Problem};
 use memplan_graph::{Analysis, Graph, Options, Order};
+use memplan_onnx::ImportOptions;
 
-/// How a graph becomes a problem: the `--order`, `--no-alias` and `--no-inplace` flags.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a model file becomes a problem: the `--input-shape` and `--dim` overrides for ONNX,
+/// and the `--order`, `--no-alias` and `--no-inplace` flags for every graph.
+#[derive(Clone, Debug, Default)]
 pub struct GraphSettings {
+    pub import: ImportOptions,
     pub order: Order,
     pub options: Options,
 }
@@ -67,7 +70,7 @@ pub fn read_text(path: &Path) -> Result<String> {
 }
 
 /// Reads a graph from a graph JSON (`.json`) or ONNX (`.onnx`) file.
-pub fn read_graph(path: &Path) -> Result<Graph> {
+pub fn read_graph(path: &Path, import: &ImportOptions) -> Result<Graph> {
     match FileKind::of(path) {
         FileKind::GraphJson => {
             let text = read_text(path)?;
@@ -76,7 +79,7 @@ pub fn read_graph(path: &Path) -> Result<Graph> {
                 &path.display().to_string(),
             )?)
         }
-        FileKind::Onnx => load_onnx(path),
+        FileKind::Onnx => Ok(memplan_onnx::import_file(path, import)?),
         FileKind::MinimallocCsv => anyhow::bail!(
             "'{}' is not a graph: give a graph JSON (.json) or ONNX (.onnx) file",
             path.display()
@@ -84,24 +87,14 @@ pub fn read_graph(path: &Path) -> Result<Graph> {
     }
 }
 
-/// THE place where ONNX files are read. It becomes
-/// `memplan_onnx::import_file(path, &memplan_onnx::ImportOptions::default())` once the
-/// `memplan-onnx` crate is part of the workspace.
-fn load_onnx(path: &Path) -> Result<Graph> {
-    anyhow::bail!(
-        "'{}': ONNX import is not built into this binary yet; export the graph as graph JSON (doc/graph-json.md) meanwhile",
-        path.display()
-    )
-}
-
 /// Analyses a graph read from `path`, naming the file in errors.
-pub fn analyse(path: &Path, graph: &Graph, settings: GraphSettings) -> Result<Analysis> {
+pub fn analyse(path: &Path, graph: &Graph, settings: &GraphSettings) -> Result<Analysis> {
     memplan_graph::analyse(graph, settings.order, settings.options)
         .with_context(|| format!("'{}'", path.display()))
 }
 
 /// Reads a problem: a minimalloc CSV directly, a graph through its analysis.
-pub fn read_input(path: &Path, settings: GraphSettings) -> Result<Loaded> {
+pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     if FileKind::of(path) == FileKind::MinimallocCsv {
         let text = read_text(path)?;
         let problem = csv::read_problem(&text, &path.display().to_string())?;
@@ -110,7 +103,7 @@ pub fn read_input(path: &Path, settings: GraphSettings) -> Result<Loaded> {
             graph: None,
         });
     }
-    let graph = read_graph(path)?;
+    let graph = read_graph(path, &settings.import)?;
     let analysis = analyse(path, &graph, settings)?;
     Ok(Loaded {
         problem: analysis.problem.clone(),
@@ -120,7 +113,7 @@ pub fn read_input(path: &Path, settings: GraphSettings) -> Result<Loaded> {
 
 /// Reads a problem with the default graph settings (file order, aliasing and in-place on).
 pub fn read_problem(path: &Path) -> Result<Problem> {
-    Ok(read_input(path, GraphSettings::default())?.problem)
+    Ok(read_input(path, &GraphSettings::default())?.problem)
 }
 
 /// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.

@@ -70,8 +70,8 @@ fn csv_field(text: &str) -> String {
 }
 
 /// `memplan inspect`.
-pub fn inspect(file: &Path, format: InspectFormat, settings: GraphSettings) -> Result<ExitCode> {
-    let graph = input::read_graph(file)?;
+pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> Result<ExitCode> {
+    let graph = input::read_graph(file, &settings.import)?;
     let analysis = input::analyse(file, &graph, settings)?;
     let rows = rows(&graph, &analysis);
     let stats = &analysis.stats;

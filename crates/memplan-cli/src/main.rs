@@ -102,8 +102,15 @@ enum Command {
 }
 
 /// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
-#[derive(Args, Clone, Copy, Debug)]
+#[derive(Args, Clone, Debug)]
 struct GraphArgs {
+    /// ONNX: the shape of an input whose dims are symbolic or unknown, e.g.
+    /// `--input-shape input=1x3x224x224` (repeatable).
+    #[arg(long, value_name = "NAME=DIMS", value_parser = memplan_onnx::parse_input_shape)]
+    input_shape: Vec<(String, Vec<u64>)>,
+    /// ONNX: the value of a named (symbolic) dim, e.g. `--dim batch=8` (repeatable).
+    #[arg(long, value_name = "NAME=VALUE", value_parser = memplan_onnx::parse_dim)]
+    dim: Vec<(String, u64)>,
     /// Graphs: do not let view operators (Reshape, Flatten, ...) share their input's buffer.
     #[arg(long)]
     no_alias: bool,
@@ -119,6 +126,10 @@ struct GraphArgs {
 impl GraphArgs {
     fn settings(self) -> input::GraphSettings {
         input::GraphSettings {
+            import: memplan_onnx::ImportOptions {
+                input_shapes: self.input_shape.into_iter().collect(),
+                dims: self.dim.into_iter().collect(),
+            },
             order: match self.order {
                 OrderArg::File => Order::File,
                 OrderArg::Topological => Order::Topological,
@@ -198,24 +209,24 @@ fn main() -> ExitCode {
             format,
             output.as_deref(),
             alignment,
-            graph.settings(),
+            &graph.settings(),
         ),
         Command::Check {
             problem,
             plan,
             format,
             graph,
-        } => commands::check(&problem, &plan, format, graph.settings()),
+        } => commands::check(&problem, &plan, format, &graph.settings()),
         Command::Bound {
             file,
             format,
             graph,
-        } => commands::bound(&file, format, graph.settings()),
+        } => commands::bound(&file, format, &graph.settings()),
         Command::Inspect {
             file,
             format,
             graph,
-        } => commands::inspect(&file, format, graph.settings()),
+        } => commands::inspect(&file, format, &graph.settings()),
         Command::Planners => commands::planners(),
         Command::Bench {
             files,
@@ -227,8 +238,25 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", describe(&error));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose message the text
+/// already contains (typed errors often repeat their source in their own message).
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if text.contains(&message) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+    }
+    text
 }

@@ -374,9 +374,10 @@ fn graph_errors_exit_2_naming_file_and_nodes() {
             &["inspect", "examples/small.csv"],
             &["small.csv", "not a graph"],
         ),
+        (&["inspect", "model.onnx"], &["model.onnx", "cannot read"]),
         (
-            &["inspect", "model.onnx"],
-            &["model.onnx", "ONNX import is not built"],
+            &["plan", "crates/memplan-cli/tests/data/not_a_model.onnx"],
+            &["not_a_model.onnx", "not a valid ONNX model"],
         ),
     ];
     for (args, needles) in cases {
@@ -399,25 +400,39 @@ fn graph_errors_exit_2_naming_file_and_nodes() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// The seven models of `../shared/models` and their `max_live_bytes_onnx_order`.
+fn reference_models(models: &Path) -> Vec<(String, u64)> {
+    let text = std::fs::read_to_string(models.join("reference.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (model, max_live) = (column("model"), column("max_live_bytes_onnx_order"));
+    lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            (cells[model].to_string(), cells[max_live].parse().unwrap())
+        })
+        .collect()
+}
+
 #[test]
-fn done_when_inspect_csv_without_sharing_equals_the_reference_tensors_csv() {
+fn done_when_every_model_matches_its_reference_and_plans_validly() {
     let models = root().join("../shared/models");
     if !models.exists() {
         eprintln!("skipping: ../shared not found");
         return;
     }
-    // Graph JSON with the ONNX files' structure (see crates/memplan-graph/tests/data).
-    for model in ["resnet18", "mobilenet_v2"] {
-        let graph = format!("crates/memplan-graph/tests/data/{model}.json");
-        let out = memplan(&[
-            "inspect",
-            &graph,
-            "--no-alias",
-            "--no-inplace",
-            "--format",
-            "csv",
-        ]);
-        assert!(out.status.success(), "{}", stderr(&out));
+    let references = reference_models(&models);
+    assert_eq!(references.len(), 7);
+    let dir = tempfile::tempdir().unwrap();
+    for (model, max_live) in references {
+        let onnx = models.join(format!("{model}.onnx"));
+        let onnx = onnx.to_str().unwrap();
+        let unshared = ["--no-alias", "--no-inplace"];
+
+        // Every tensor's name, dtype, shape, bytes, lifetime and kind, as in tensors.csv.
+        let out = memplan(&[&["inspect", onnx, "--format", "csv"], &unshared[..]].concat());
+        assert!(out.status.success(), "{model}: {}", stderr(&out));
         let ours: Vec<String> = stdout(&out)
             .lines()
             .map(|l| l.split(',').take(7).collect::<Vec<_>>().join(","))
@@ -425,6 +440,23 @@ fn done_when_inspect_csv_without_sharing_equals_the_reference_tensors_csv() {
         let reference =
             std::fs::read_to_string(models.join(format!("{model}.tensors.csv"))).unwrap();
         let reference: Vec<&str> = reference.lines().map(str::trim_end).collect();
-        assert_eq!(ours, reference, "{model}");
+        assert_eq!(ours, reference, "{model}: inspect --format csv");
+
+        // The max-live bound of the file order without sharing.
+        let out = memplan(&[&["bound", onnx, "--format", "json"], &unshared[..]].concat());
+        assert!(out.status.success(), "{model}: {}", stderr(&out));
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(value["lower_bound_bytes"], max_live, "{model}: max-live");
+
+        // best-of plans, with and without sharing, accepted back by check.
+        for flags in [&[][..], &unshared[..]] {
+            let plan = dir.path().join(format!("{model}.json"));
+            let plan = plan.to_str().unwrap();
+            let args = [&["plan", onnx, "--format", "json", "--output", plan], flags].concat();
+            let out = memplan(&args);
+            assert!(out.status.success(), "{model} {flags:?}: {}", stderr(&out));
+            let out = memplan(&[&["check", onnx, plan], flags].concat());
+            assert!(out.status.success(), "{model} {flags:?}: {}", stdout(&out));
+        }
     }
 }
