@@ -224,24 +224,19 @@ pub(crate) fn classify(problem: &Problem, plan: &Plan, threshold: u64) -> Vec<Ri
     let top = |i: usize| plan.offsets[i].saturating_add(buffers[i].size);
     let n = buffers.len();
     let mut risk = vec![Risk::None; n];
-    let high_seeds: Vec<usize> = (0..n).filter(|&i| top(i) > threshold).collect();
-    let high = TimeCover::new(problem, high_seeds.iter().copied());
-    for i in 0..n {
+    let high = TimeCover::new(problem, (0..n).filter(|&i| top(i) > threshold));
+    let medium = TimeCover::new(problem, (0..n).filter(|&i| top(i) == threshold));
+    for (i, r) in risk.iter_mut().enumerate() {
         if high.overlaps(problem, i) {
-            risk[i] = Risk::High;
-        }
-    }
-    let medium_seeds = (0..n).filter(|&i| top(i) == threshold);
-    let medium = TimeCover::new(problem, medium_seeds);
-    for i in 0..n {
-        if risk[i] == Risk::None && medium.overlaps(problem, i) {
-            risk[i] = Risk::Medium;
+            *r = Risk::High;
+        } else if medium.overlaps(problem, i) {
+            *r = Risk::Medium;
         }
     }
     let grouped = TimeCover::new(problem, (0..n).filter(|&i| risk[i] != Risk::None));
-    for i in 0..n {
-        if risk[i] == Risk::None && grouped.overlaps(problem, i) {
-            risk[i] = Risk::Low;
+    for (i, r) in risk.iter_mut().enumerate() {
+        if *r == Risk::None && grouped.overlaps(problem, i) {
+            *r = Risk::Low;
         }
     }
     risk
