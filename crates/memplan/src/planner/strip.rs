@@ -123,8 +123,9 @@ pub struct Strip {
 }
 
 impl Strip {
-    /// The default metric, chosen by measurement (doc/strip.md): `size*length`.
-    pub const DEFAULT_METRIC: Metric = Metric::pair(Combine::Product, Base::Size, Base::Length);
+    /// The default metric, chosen by measurement (doc/strip.md): `size+overlap`, the
+    /// normalised sum of size and time overlap.
+    pub const DEFAULT_METRIC: Metric = Metric::pair(Combine::Sum, Base::Size, Base::Overlap);
     /// The default limit on adjustments (doc/strip.md).
     pub const DEFAULT_MAX_ITERS: u32 = 8;
     /// The planner with the default options.
