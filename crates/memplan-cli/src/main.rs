@@ -39,6 +39,16 @@ enum Command {
         /// Align every offset to a multiple of N bytes (on top of each buffer's own).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         alignment: u64,
+        /// Also draw the plan as an SVG picture (address map and memory profile) to PATH.
+        #[arg(long, value_name = "PATH")]
+        svg: Option<PathBuf>,
+        /// strip only: the preset metric of the first order, e.g. size, overlap,
+        /// size*length, length,size, size+overlap, size/length (default: size+overlap).
+        #[arg(long)]
+        metric: Option<String>,
+        /// strip only: the most peak-suppression adjustments (default: 8).
+        #[arg(long)]
+        max_iters: Option<u32>,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -98,6 +108,8 @@ enum Format {
     Json,
     /// A minimalloc solution CSV (the input with an `offset` column).
     Csv,
+    /// A time × address map of the plan for terminals.
+    Ascii,
 }
 
 /// How `check` and `bound` print their result.
@@ -118,7 +130,21 @@ fn main() -> ExitCode {
             format,
             output,
             alignment,
-        } => commands::plan(&file, &planner, format, output.as_deref(), alignment),
+            svg,
+            metric,
+            max_iters,
+        } => commands::plan(
+            &file,
+            &planner,
+            format,
+            output.as_deref(),
+            alignment,
+            &commands::PlanExtras {
+                svg: svg.as_deref(),
+                metric: metric.as_deref(),
+                max_iters,
+            },
+        ),
         Command::Check {
             problem,
             plan,
