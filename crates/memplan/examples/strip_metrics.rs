@@ -1,10 +1,11 @@
 //! Measures `strip` under every preset metric: the measurement behind its default.
 //!
 //! ```text
-//! cargo run --release -p memplan --example strip_metrics -- [--max-iters N] FILE.csv...
+//! cargo run --release -p memplan --example strip_metrics -- [--max-iters N] [--metric M]... FILE.csv...
 //! ```
 //!
-//! For every metric of `Metric::presets()` plus the three-base combinations, plans every
+//! For every metric of `Metric::presets()` plus the three-base combinations (or only the
+//! `--metric`s given), plans every
 //! file (each plan checked), and prints one Markdown row per metric: the geometric mean of
 //! arena / max-live over the files, the worst ratio, how many files reach the bound, the
 //! mean number of adjustments and the total time. Rows are sorted best first.
@@ -19,6 +20,11 @@ fn main() {
     let mut max_iters = Strip::DEFAULT_MAX_ITERS;
     if let Some(k) = args.iter().position(|a| a == "--max-iters") {
         max_iters = args[k + 1].parse().expect("--max-iters N");
+        args.drain(k..k + 2);
+    }
+    let mut only: Vec<Metric> = Vec::new();
+    while let Some(k) = args.iter().position(|a| a == "--metric") {
+        only.push(args[k + 1].parse().expect("--metric M"));
         args.drain(k..k + 2);
     }
     let problems: Vec<(String, Problem, u64)> = args
@@ -39,6 +45,9 @@ fn main() {
         "size+length+overlap",
     ] {
         metrics.push(text.parse().expect("a metric"));
+    }
+    if !only.is_empty() {
+        metrics = only;
     }
     let mut rows = Vec::new();
     for metric in metrics {
