@@ -393,7 +393,8 @@ fn every_planner_is_registered_after_naive() {
             "greedy-spatial",
             "greedy-temporal",
             "greedy-breadth",
-            "best-of"
+            "best-of",
+            "strip"
         ]
     );
     for p in planner::all() {
