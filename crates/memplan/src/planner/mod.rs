@@ -32,7 +32,7 @@ pub mod best_of;
 mod breadth;
 mod greedy;
 mod naive;
-pub(crate) mod placement;
+mod placement;
 pub mod strip;
 
 pub use best_of::{run_all, Attempt, BestOf};

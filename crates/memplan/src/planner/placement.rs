@@ -159,12 +159,8 @@ fn take(scratch: &mut Vec<Range>, runs: &mut Vec<usize>, list: &[Range]) {
 }
 
 /// The live segments of a buffer without allocating when it has no gaps.
-pub(crate) fn for_each_segment(buffer: &Buffer, mut f: impl FnMut(Lifetime)) {
-    if buffer.gaps.is_empty() {
-        f(buffer.lifetime);
-    } else {
-        buffer.live_segments().into_iter().for_each(f);
-    }
+pub(crate) fn for_each_segment(buffer: &Buffer, f: impl FnMut(Lifetime)) {
+    buffer.for_each_live_segment(f);
 }
 
 impl<'p> Engine<'p> {

@@ -51,7 +51,7 @@ use std::hash::{Hash, Hasher};
 use metric::Values;
 pub use metric::{Base, Combine, Metric, UnknownMetric};
 
-use super::placement::{for_each_segment, plan_in_order, Engine, Fit};
+use super::placement::{plan_in_order, Engine, Fit};
 use super::{PlanError, Planner};
 use crate::bound::max_live;
 use crate::plan::Plan;
@@ -250,7 +250,7 @@ impl TimeCover {
     fn new(problem: &Problem, ids: impl Iterator<Item = usize>) -> TimeCover {
         let mut segments = Vec::new();
         for i in ids {
-            for_each_segment(&problem.buffers()[i], |s| segments.push(s));
+            problem.buffers()[i].for_each_live_segment(|s| segments.push(s));
         }
         segments.sort_unstable();
         let mut union: Vec<Lifetime> = Vec::with_capacity(segments.len());
@@ -267,7 +267,7 @@ impl TimeCover {
     /// in the cover overlaps itself).
     fn overlaps(&self, problem: &Problem, i: usize) -> bool {
         let mut hit = false;
-        for_each_segment(&problem.buffers()[i], |s| {
+        problem.buffers()[i].for_each_live_segment(|s| {
             let k = self.0.partition_point(|c| c.end <= s.start);
             hit |= self.0.get(k).is_some_and(|c| c.start < s.end);
         });

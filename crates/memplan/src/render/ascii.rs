@@ -18,7 +18,6 @@
 use std::fmt::Write;
 
 use super::{short_bytes, Scene};
-use crate::planner::placement::for_each_segment;
 
 /// The symbols of the buffers, in id order, repeating.
 pub const SYMBOLS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -55,7 +54,7 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
             scene.offset(i) as f64,
             scene.offset(i).saturating_add(b.size) as f64,
         );
-        for_each_segment(b, |s| {
+        b.for_each_live_segment(|s| {
             for (c, _) in (0..columns)
                 .map(|c| (c, step_of(c)))
                 .filter(|&(_, t)| s.start as f64 <= t && t < s.end as f64)

@@ -24,7 +24,6 @@ use std::fmt::Write;
 
 use super::{short_bytes, ticks, Scene};
 use crate::bound::live_profile;
-use crate::planner::placement::for_each_segment;
 
 /// Up to this many buffers, rectangles get a thin outline.
 pub const OUTLINED: usize = 400;
@@ -190,7 +189,7 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
         );
         let (y_top, y_bottom) = (map_y(end.min(top_value)), map_y(offset.min(top_value)));
         let h = y_bottom - y_top;
-        for_each_segment(b, |s| {
+        b.for_each_live_segment(|s| {
             let (x0, x1) = (x(s.start), x(s.end));
             let _ = writeln!(
                 out,

@@ -24,7 +24,6 @@ use std::cmp::Reverse;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::planner::placement::for_each_segment;
 use crate::problem::Problem;
 
 /// One property of a buffer that a [`Metric`] is built from.
@@ -300,7 +299,7 @@ impl Values {
 fn overlaps(problem: &Problem) -> Vec<u128> {
     let mut events: Vec<(u64, i64)> = Vec::new();
     for b in problem.buffers() {
-        for_each_segment(b, |s| {
+        b.for_each_live_segment(|s| {
             events.push((s.start, 1));
             events.push((s.end, -1));
         });
@@ -326,9 +325,7 @@ fn overlaps(problem: &Problem) -> Vec<u128> {
         .iter()
         .map(|b| {
             let mut total = 0u128;
-            for_each_segment(b, |s| {
-                total += at(s.end) - at(s.start) - u128::from(s.len())
-            });
+            b.for_each_live_segment(|s| total += at(s.end) - at(s.start) - u128::from(s.len()));
             total
         })
         .collect()
