@@ -120,7 +120,7 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
             out,
             r##"<text x="{}" y="{}" text-anchor="start" fill="#333">{name}</text>"##,
             LEFT - 80.0,
-            top - 6.0
+            top - 16.0
         );
     }
     let address_ticks = ticks(0, top_value, 6, true);
