@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use memplan::checker::{check, check_naive};
 use memplan::planner::strip::{Metric, Stop, Strip};
 use memplan::planner::{self, best_of, BestOf, PlanError, Planner};
+use memplan::render::{self, Scene};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
 use proptest::prelude::*;
 
@@ -630,7 +631,15 @@ proptest! {
     ) {
         let strip = Strip { metric, max_iters };
         let outcome = checked_strip(strip, &problem);
-        prop_assert_eq!(strip.run(&problem).unwrap(), outcome);
+        prop_assert_eq!(strip.run(&problem).unwrap(), outcome.clone());
+        // Both pictures of any plan render without panicking, whole.
+        let scene = Scene { problem: &problem, plan: &outcome.plan, title: "t<&>" };
+        let svg = render::svg::render(&scene, bound::max_live(&problem));
+        prop_assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+        prop_assert_eq!(svg.matches("<g fill=").count(), problem.len());
+        prop_assert!(!svg.contains("t<&>"));
+        let text = render::ascii::render(&scene, bound::max_live(&problem));
+        prop_assert_eq!(text.lines().filter(|l| l.contains(" |")).count(), render::ascii::ROWS);
     }
 }
 
