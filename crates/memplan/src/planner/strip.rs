@@ -16,7 +16,7 @@
 //! 1. Order the buffers by a preset [`Metric`], largest first.
 //! 2. Place them in that order, each *bottom-aligned*: at the lowest offset where it
 //!    shares no byte with a placed buffer it must not share bytes with (the shared
-//!    [`super::placement`] engine with first-fit). Fixed buffers are placed first.
+//!    `placement` engine with first-fit). Fixed buffers are placed first.
 //! 3. While the arena exceeds the threshold `T` (the max-live bound), adjust the order and
 //!    place again, until a *goal* is met ([`Stop`]): the arena is `<= T`; the adjusted
 //!    order is one already placed; or `max_iters` adjustments were made.
@@ -27,9 +27,10 @@
 //!    - **low**: overlapping some high or medium buffer;
 //!    - **none**: the rest.
 //!
-//!    The high and medium groups are each split into clusters by time overlap
-//!    ([`clusters`]). Cluster after cluster, high first, each is placed on top of what is
-//!    already placed; its members are tried in several orders ([`TUNING_ORDERS`]) on a
+//!    The high and medium groups are each split into clusters by time overlap (a
+//!    cluster is led by its first buffer in start order; a later one joins when the two
+//!    share half of the shorter lifetime). Cluster after cluster, high first, in time
+//!    order, each is placed on top of what is already placed; its members are tried in several orders ([`TUNING_ORDERS`]) on a
 //!    journaled engine that is rolled back after each try, until the cluster's top is
 //!    `<= T`, an order repeats, or every order was tried; the lowest top wins (ties: the
 //!    earliest tried). Then low and none follow in their previous relative order. The new
