@@ -30,10 +30,10 @@
 //!    The high and medium groups are each split into clusters by time overlap (a
 //!    cluster is led by its first buffer in start order; a later one joins when the two
 //!    share half of the shorter lifetime). Cluster after cluster, high first, in time
-//!    order, each is placed on top of what is already placed; its members are tried in several orders ([`TUNING_ORDERS`]) on a
-//!    journaled engine that is rolled back after each try, until the cluster's top is
-//!    `<= T`, an order repeats, or every order was tried; the lowest top wins (ties: the
-//!    earliest tried). Then low and none follow in their previous relative order. The new
+//!    order, each is placed on top of what is already placed; its members are tried in
+//!    several orders ([`TUNING_ORDERS`]) on a journaled engine that is rolled back after
+//!    each try, until the cluster's top is `<= T`, an order repeats, or every order was
+//!    tried; the lowest top wins (ties: the earliest tried). Then low and none follow in their previous relative order. The new
 //!    order is high, medium, low, none.
 //!
 //! The best plan seen is kept (ties: the earliest), so the result is never worse than the
