@@ -33,8 +33,8 @@
 //!    order, each is placed on top of what is already placed; its members are tried in
 //!    several orders ([`TUNING_ORDERS`]) on a journaled engine that is rolled back after
 //!    each try, until the cluster's top is `<= T`, an order repeats, or every order was
-//!    tried; the lowest top wins (ties: the earliest tried). Then low and none follow in their previous relative order. The new
-//!    order is high, medium, low, none.
+//!    tried; the lowest top wins (ties: the earliest tried). Then low and none follow in
+//!    their previous relative order. The new order is high, medium, low, none.
 //!
 //! The best plan seen is kept (ties: the earliest), so the result is never worse than the
 //! first placement. Everything is deterministic.
