@@ -41,8 +41,8 @@
 //!
 //! Cost: one placement is that of a greedy planner (`O(n log n + K log log n)`, see the
 //! engine). An adjustment classifies in `O(n log n)` and places each high or medium
-//! buffer up to `1 + TUNING_ORDERS.len()` times, so a run costs at most about
-//! `(1 + max_iters · 6)` placements.
+//! buffer up to `2 + TUNING_ORDERS.len()` = 6 times (5 tries, then for real), so a run
+//! costs at most about `1 + 6 · max_iters` placements.
 
 mod metric;
 
