@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use memplan::io::{csv, json};
-use memplan::planner::{self, best_of, Planner};
+use memplan::planner::{self, best_of, Metric, Planner, Strip, StripOutcome};
+use memplan::render::{ascii, svg, Scene};
 use memplan::{bound, checker, Plan, Problem};
 use serde_json::json;
 
@@ -30,10 +31,53 @@ struct Outcome {
     chosen: Option<&'static str>,
     /// For best-of: every planner tried, with its arena (or error) and time.
     attempts: Vec<best_of::Attempt>,
+    /// For strip: its options and how the tuning went.
+    strip: Option<(Strip, StripOutcome)>,
 }
 
-fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
+/// The options of `memplan plan` beyond the common ones.
+pub struct PlanExtras<'a> {
+    /// Where to write the SVG picture.
+    pub svg: Option<&'a Path>,
+    /// strip's `--metric`.
+    pub metric: Option<&'a str>,
+    /// strip's `--max-iters`.
+    pub max_iters: Option<u32>,
+}
+
+/// strip with the options given, or `None` for another planner (which takes none).
+fn strip_options(planner: &dyn Planner, extras: &PlanExtras<'_>) -> Result<Option<Strip>> {
+    if planner.name() != Strip::DEFAULT.name() {
+        if extras.metric.is_some() || extras.max_iters.is_some() {
+            bail!(
+                "--metric and --max-iters apply to --planner strip only, not to '{}'",
+                planner.name()
+            );
+        }
+        return Ok(None);
+    }
+    let mut strip = Strip::DEFAULT;
+    if let Some(text) = extras.metric {
+        strip.metric = text.parse::<Metric>()?;
+    }
+    if let Some(n) = extras.max_iters {
+        strip.max_iters = n;
+    }
+    Ok(Some(strip))
+}
+
+fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -> Result<Outcome> {
     let started = Instant::now();
+    if let Some(strip) = strip {
+        let outcome = strip.run(problem)?;
+        return Ok(Outcome {
+            plan: outcome.plan.clone(),
+            elapsed: started.elapsed(),
+            chosen: None,
+            attempts: Vec::new(),
+            strip: Some((strip, outcome)),
+        });
+    }
     if planner.name() == best_of::BestOf.name() {
         let attempts = best_of::run_all(problem);
         let elapsed = started.elapsed();
@@ -45,6 +89,7 @@ fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
             elapsed,
             chosen,
             attempts,
+            strip: None,
         });
     }
     let plan = planner.plan(problem)?;
@@ -53,6 +98,7 @@ fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
         elapsed: started.elapsed(),
         chosen: None,
         attempts: Vec::new(),
+        strip: None,
     })
 }
 
@@ -64,8 +110,10 @@ pub fn plan(
     output: Option<&Path>,
     alignment: u64,
     settings: &GraphSettings,
+    extras: &PlanExtras<'_>,
 ) -> Result<ExitCode> {
     let planner = planner::by_name(planner_name)?;
+    let strip = strip_options(planner, extras)?;
     let loaded = input::read_input(file, settings)?;
     let mut problem = loaded.problem;
     if alignment > 1 {
@@ -79,7 +127,7 @@ pub fn plan(
     let lower_bound = max_live(&problem, file)?;
     let message = format!("{}: {} buffers", planner.name(), problem.len());
     let outcome =
-        progress::with_spinner(message, || run(planner, &problem)).with_context(|| {
+        progress::with_spinner(message, || run(planner, strip, &problem)).with_context(|| {
             format!(
                 "planner '{}' could not plan '{}'",
                 planner.name(),
@@ -125,6 +173,14 @@ pub fn plan(
                     json!(stats.max_live_unshared_bytes),
                 );
             }
+            if let Some((options, strip)) = &outcome.strip {
+                extra.insert("metric".into(), json!(options.metric.to_string()));
+                extra.insert("max_iters".into(), json!(options.max_iters));
+                extra.insert("iterations".into(), json!(strip.iterations));
+                extra.insert("stop".into(), json!(strip.stop.name()));
+                extra.insert("first_arena_bytes".into(), json!(strip.first_arena));
+                extra.insert("best_iteration".into(), json!(strip.best_iteration));
+            }
             extra.insert(
                 "planning_ms".into(),
                 json!(outcome.elapsed.as_secs_f64() * 1e3),
@@ -146,9 +202,38 @@ pub fn plan(
                 .unwrap_or_default();
             plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
         }
+        Format::Ascii => ascii::render(
+            &Scene {
+                problem: &problem,
+                plan: &outcome.plan,
+                title: &picture_title(file, planner),
+            },
+            Some(lower_bound),
+        ),
     };
     emit(&text, output)?;
+    if let Some(path) = extras.svg {
+        let picture = svg::render(
+            &Scene {
+                problem: &problem,
+                plan: &outcome.plan,
+                title: &picture_title(file, planner),
+            },
+            Some(lower_bound),
+        );
+        std::fs::write(path, picture)
+            .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `planner on file-name`, the heading of the pictures.
+fn picture_title(file: &Path, planner: &dyn Planner) -> String {
+    let name = file.file_name().map_or_else(
+        || file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    format!("{} on {name}", planner.name())
 }
 
 fn plan_table(
@@ -174,6 +259,23 @@ fn plan_table(
         ("arena/bound", ratio(arena, lower_bound)),
         ("time", millis(outcome.elapsed)),
     ]);
+    if let Some((options, strip)) = &outcome.strip {
+        rows.extend([
+            ("metric", options.metric.to_string()),
+            ("first arena", bytes(strip.first_arena)),
+            (
+                "iterations",
+                format!(
+                    "{} of at most {} (best plan from iteration {})",
+                    strip.iterations, options.max_iters, strip.best_iteration
+                ),
+            ),
+            (
+                "stopped by",
+                format!("{} ({})", strip.stop.name(), strip.stop.description()),
+            ),
+        ]);
+    }
     let mut out = key_values(&rows);
     if !outcome.attempts.is_empty() {
         let rows: Vec<Vec<String>> = outcome

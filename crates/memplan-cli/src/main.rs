@@ -45,6 +45,16 @@ enum Command {
         alignment: u64,
         #[command(flatten)]
         graph: GraphArgs,
+        /// Also draw the plan as an SVG picture (address map and memory profile) to PATH.
+        #[arg(long, value_name = "PATH")]
+        svg: Option<PathBuf>,
+        /// strip only: the preset metric of the first order, e.g. size, overlap,
+        /// size*length, length,size, size+overlap, size/length (default: size+overlap).
+        #[arg(long)]
+        metric: Option<String>,
+        /// strip only: the most peak-suppression adjustments (default: 8).
+        #[arg(long)]
+        max_iters: Option<u32>,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -182,6 +192,8 @@ enum Format {
     Json,
     /// A minimalloc solution CSV (the input with an `offset` column).
     Csv,
+    /// A time × address map of the plan for terminals.
+    Ascii,
 }
 
 /// How `check` and `bound` print their result.
@@ -203,6 +215,9 @@ fn main() -> ExitCode {
             output,
             alignment,
             graph,
+            svg,
+            metric,
+            max_iters,
         } => commands::plan(
             &file,
             &planner,
@@ -210,6 +225,11 @@ fn main() -> ExitCode {
             output.as_deref(),
             alignment,
             &graph.settings(),
+            &commands::PlanExtras {
+                svg: svg.as_deref(),
+                metric: metric.as_deref(),
+                max_iters,
+            },
         ),
         Command::Check {
             problem,

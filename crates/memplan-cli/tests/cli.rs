@@ -460,3 +460,114 @@ fn done_when_every_model_matches_its_reference_and_plans_validly() {
         }
     }
 }
+
+#[test]
+fn plan_ascii_golden() {
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "strip",
+        "--format",
+        "ascii",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_small_ascii.txt", &stdout(&out));
+}
+
+#[test]
+fn plan_strip_table_golden_shows_iterations_and_stop() {
+    let out = memplan(&[
+        "plan",
+        "examples/mobilenet_v2.csv",
+        "--planner",
+        "strip",
+        "--metric",
+        "size",
+        "--max-iters",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in ["metric       size", "iterations", "stopped by"] {
+        assert!(text.contains(needle), "lacks {needle:?}: {text}");
+    }
+    golden("plan_mobilenet_strip_table.txt", &text);
+}
+
+#[test]
+fn plan_strip_json_has_the_tuning_fields() {
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "strip",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["metric"], "size+overlap");
+    assert_eq!(value["stop"], "bound");
+    assert_eq!(value["iterations"], 0);
+    assert!(value["max_iters"].is_u64() && value["first_arena_bytes"].is_u64());
+}
+
+#[test]
+fn strip_options_are_checked() {
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "strip",
+        "--metric",
+        "area",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("'area'") && err.contains("size*length"),
+        "{err}"
+    );
+    let out = memplan(&["plan", "examples/small.csv", "--metric", "size"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--planner strip"), "{}", stderr(&out));
+}
+
+/// The SVG is well-formed enough: one root, balanced tags, one hover title per buffer.
+
+#[test]
+fn plan_svg_is_written_and_well_formed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.svg");
+    let out = memplan(&[
+        "plan",
+        "examples/mobilenet_v2.csv",
+        "--svg",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = svg.as_str();
+    while let Some(open) = rest.find('<') {
+        let close = rest[open..].find('>').expect("every tag closes") + open;
+        let tag = &rest[open + 1..close];
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        if let Some(closing) = tag.strip_prefix('/') {
+            assert_eq!(stack.pop().as_deref(), Some(closing.trim()), "at {tag}");
+        } else if !tag.ends_with('/') {
+            stack.push(name);
+        }
+        rest = &rest[close + 1..];
+    }
+    assert!(stack.is_empty(), "unclosed: {stack:?}");
+    assert_eq!(svg.matches("<g fill=").count(), 101);
+    assert!(svg.contains("id=\"profile\"") && svg.contains("max-live"));
+}

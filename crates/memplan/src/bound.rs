@@ -6,6 +6,26 @@ use crate::problem::Problem;
 /// sweep over lifetime endpoints (gaps taken into account). No valid plan has a smaller
 /// arena. `None` when the total overflows 64 bits.
 pub fn max_live(problem: &Problem) -> Option<u64> {
+    Some(
+        live_profile(problem)?
+            .iter()
+            .map(|&(_, live)| live)
+            .max()
+            .unwrap_or(0),
+    )
+}
+
+/// Bytes live over time, as a step function: `(t, bytes)` pairs with strictly increasing
+/// `t`, `bytes` being live over `[t, next t)`; the last pair has 0 bytes (after the last
+/// end). Empty for no buffers. `None` when a total overflows 64 bits.
+///
+/// ```text
+///  bytes      ┌──┐
+///    ▲  ┌─────┘  └──┐
+///    │  │           └─────┐
+///    └──┴─────────────────┴──▶ t     [(0, 4), (3, 6), (4, 4), (5, 2), (8, 0)]
+/// ```
+pub fn live_profile(problem: &Problem) -> Option<Vec<(u64, u64)>> {
     let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(problem.len() * 2);
     for buffer in problem.buffers() {
         for segment in buffer.live_segments() {
@@ -15,16 +35,22 @@ pub fn max_live(problem: &Problem) -> Option<u64> {
         }
     }
     events.sort_unstable();
-    let (mut live, mut peak) = (0u64, 0u64);
-    for (_, starts, size) in events {
+    let mut profile: Vec<(u64, u64)> = Vec::new();
+    let mut live = 0u64;
+    for (k, &(t, starts, size)) in events.iter().enumerate() {
         if starts {
             live = live.checked_add(size)?;
-            peak = peak.max(live);
         } else {
             live -= size;
         }
+        if events.get(k + 1).map_or(true, |next| next.0 != t) {
+            match profile.last_mut() {
+                Some(last) if last.1 == live => {}
+                _ => profile.push((t, live)),
+            }
+        }
     }
-    Some(peak)
+    Some(profile)
 }
 
 #[cfg(test)]
@@ -67,5 +93,19 @@ mod tests {
             Buffer::new("b", 1, 2, 3),
         ]);
         assert_eq!(max_live(&p), Some(u64::MAX));
+    }
+
+    #[test]
+    fn profile_is_a_step_function_of_live_bytes() {
+        let p = problem(vec![
+            Buffer::new("a", 4, 0, 4),
+            Buffer::new("b", 2, 3, 8),
+            Buffer::new("c", 2, 4, 5),
+        ]);
+        assert_eq!(
+            live_profile(&p),
+            Some(vec![(0, 4), (3, 6), (4, 4), (5, 2), (8, 0)])
+        );
+        assert_eq!(live_profile(&Problem::default()), Some(vec![]));
     }
 }

@@ -7,7 +7,8 @@
 //! - [`checker`]: the independent judge of a plan, reporting every violation;
 //! - [`bound`]: lower bounds on the arena (max-live);
 //! - [`planner`]: the planners, each a named unit producing a `Plan`;
-//! - [`io`]: minimalloc CSV and plan JSON.
+//! - [`io`]: minimalloc CSV and plan JSON;
+//! - [`render`]: pictures of a plan (SVG, ASCII) for people.
 //!
 //! ```
 //! use memplan::{Buffer, Problem, planner, checker, bound};
@@ -30,6 +31,7 @@ pub mod io;
 pub mod plan;
 pub mod planner;
 pub mod problem;
+pub mod render;
 
 pub use plan::Plan;
 pub use problem::{Buffer, BufferId, Lifetime, Problem, ProblemError};

@@ -140,6 +140,16 @@ impl Buffer {
         segments
     }
 
+    /// Calls `f` with each of [`Buffer::live_segments`], in order, without allocating when
+    /// the buffer has no gaps.
+    pub fn for_each_live_segment(&self, mut f: impl FnMut(Lifetime)) {
+        if self.gaps.is_empty() {
+            f(self.lifetime);
+        } else {
+            self.live_segments().into_iter().for_each(f);
+        }
+    }
+
     /// True when the two buffers are live at a common step (gaps taken into account).
     pub fn live_together(&self, other: &Buffer) -> bool {
         if !self.lifetime.overlaps(other.lifetime) {

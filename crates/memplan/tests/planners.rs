@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use memplan::checker::{check, check_naive};
+use memplan::planner::strip::{Metric, Stop, Strip};
 use memplan::planner::{self, best_of, BestOf, PlanError, Planner};
+use memplan::render::{self, Scene};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
 use proptest::prelude::*;
 
@@ -392,7 +394,8 @@ fn every_planner_is_registered_after_naive() {
             "greedy-spatial",
             "greedy-temporal",
             "greedy-breadth",
-            "best-of"
+            "best-of",
+            "strip"
         ]
     );
     for p in planner::all() {
@@ -528,6 +531,158 @@ proptest! {
         for p in planner::all() {
             prop_assert_eq!(p.plan(&problem), p.plan(&problem), "{}", p.name());
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// strip: the tuning loop and its goals.
+
+/// Runs strip and checks what it promises: a valid plan, never worse than the first
+/// placement, the goal that stopped it true of the outcome.
+fn checked_strip(strip: Strip, problem: &Problem) -> memplan::planner::StripOutcome {
+    let outcome = strip.run(problem).unwrap();
+    let report = check_naive(problem, &outcome.plan);
+    assert!(report.is_valid(), "{:?}", report.violations);
+    let arena = outcome.plan.arena_bytes.unwrap();
+    assert_eq!(Some(arena), report.arena_bytes);
+    assert!(arena <= outcome.first_arena);
+    assert!(outcome.iterations <= strip.max_iters);
+    assert!(outcome.best_iteration <= outcome.iterations);
+    match outcome.stop {
+        Stop::Bound => assert!(arena <= outcome.threshold),
+        Stop::Limit => assert_eq!(outcome.iterations, strip.max_iters),
+        Stop::Repeat => assert!(outcome.iterations >= 1),
+    }
+    outcome
+}
+
+#[test]
+fn strip_stops_at_the_bound_without_adjusting() {
+    let outcome = checked_strip(Strip::DEFAULT, &input_12());
+    assert_eq!(outcome.stop, Stop::Bound);
+    assert_eq!(outcome.iterations, 0);
+    assert_eq!(outcome.plan.arena_bytes, Some(12));
+}
+
+#[test]
+fn strip_stops_on_a_repeated_order() {
+    // Alignment 4 makes the bound (2) out of reach: every order gives 5, so the first
+    // adjustment re-creates the first order.
+    let problem = Problem::from_buffers(vec![
+        with_alignment(Buffer::new("a", 1, 0, 2), 4),
+        with_alignment(Buffer::new("b", 1, 0, 2), 4),
+    ])
+    .unwrap();
+    let outcome = checked_strip(Strip::DEFAULT, &problem);
+    assert_eq!(outcome.stop, Stop::Repeat);
+    assert_eq!(outcome.iterations, 1);
+    assert_eq!(outcome.plan.arena_bytes, Some(5));
+}
+
+#[test]
+fn strip_stops_at_the_iteration_limit() {
+    let problem = Problem::from_buffers(vec![
+        with_alignment(Buffer::new("a", 1, 0, 2), 4),
+        with_alignment(Buffer::new("b", 1, 0, 2), 4),
+    ])
+    .unwrap();
+    let strip = Strip {
+        max_iters: 0,
+        ..Strip::DEFAULT
+    };
+    let outcome = checked_strip(strip, &problem);
+    assert_eq!((outcome.stop, outcome.iterations), (Stop::Limit, 0));
+}
+
+/// On the minimalloc challenging files peak suppression improves on the first placement at
+/// least once, and a limit of one adjustment is honoured.
+#[test]
+fn strip_adjustments_improve_on_the_first_placement() {
+    let Some(files) = benchmark_files(&["minimalloc/challenging"]) else {
+        return;
+    };
+    let mut improved = 0;
+    for file in &files {
+        let problem = read_csv(file);
+        let outcome = checked_strip(Strip::DEFAULT, &problem);
+        if outcome.plan.arena_bytes < Some(outcome.first_arena) {
+            improved += 1;
+            assert!(outcome.best_iteration >= 1);
+        }
+        // With the limit at one adjustment, it stops at it or earlier.
+        let one = Strip {
+            max_iters: 1,
+            ..Strip::DEFAULT
+        };
+        let outcome = checked_strip(one, &problem);
+        assert!(outcome.iterations <= 1);
+    }
+    assert!(improved >= 1, "peak suppression never helped");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    #[test]
+    fn strip_keeps_its_promises_under_every_metric(
+        problem in problems(),
+        metric in prop::sample::select(Metric::presets()),
+        max_iters in 0u32..5,
+    ) {
+        let strip = Strip { metric, max_iters };
+        let outcome = checked_strip(strip, &problem);
+        prop_assert_eq!(strip.run(&problem).unwrap(), outcome.clone());
+        // Both pictures of any plan render without panicking, whole.
+        let scene = Scene { problem: &problem, plan: &outcome.plan, title: "t<&>" };
+        let svg = render::svg::render(&scene, bound::max_live(&problem));
+        prop_assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"));
+        prop_assert_eq!(svg.matches("<g fill=").count(), problem.len());
+        prop_assert!(!svg.contains("t<&>"));
+        let text = render::ascii::render(&scene, bound::max_live(&problem));
+        prop_assert_eq!(text.lines().filter(|l| l.contains(" |")).count(), render::ascii::ROWS);
+    }
+}
+
+/// The tensors of the real models in `../shared/models` (`name,dtype,shape,bytes,start,
+/// end,kind`), planned by strip and checked. Tensors of 0 bytes need no memory and are
+/// left out (the problem model requires a size of at least 1).
+#[test]
+fn strip_plans_the_models_validly() {
+    let dir = Path::new(SHARED).join("../models");
+    if !dir.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".tensors.csv"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let (name, bytes, start, end) = (
+            column("name"),
+            column("bytes"),
+            column("start"),
+            column("end"),
+        );
+        let buffers = lines
+            .filter(|l| !l.trim().is_empty())
+            .map(|line| {
+                let f: Vec<&str> = line.split(',').collect();
+                let n = |i: usize| f[i].trim().parse::<u64>().unwrap();
+                Buffer::new(f[name], n(bytes), n(start), n(end))
+            })
+            .filter(|b| b.size > 0)
+            .collect();
+        let problem = Problem::from_buffers(buffers).unwrap();
+        let outcome = checked_strip(Strip::DEFAULT, &problem);
+        assert!(outcome.plan.arena_bytes.unwrap() >= bound::max_live(&problem).unwrap());
     }
 }
 

@@ -124,6 +124,30 @@ pub(crate) struct Engine<'p> {
     /// Merge buffers, reused.
     merged: Vec<Range>,
     merged_runs: Vec<usize>,
+    /// While a trial is open ([`Engine::begin_trial`]), how to undo every placement since.
+    journal: Option<Journal>,
+}
+
+/// The undo log of a trial: enough to restore every node list and placed flag.
+#[derive(Default)]
+struct Journal {
+    /// Buffers placed during the trial.
+    placed: Vec<u32>,
+    /// Node-list edits in the order they were made.
+    edits: Vec<Edit>,
+    /// The ranges that edits merged away: `edit.removed` indexes into this.
+    removed: Vec<Range>,
+}
+
+/// One [`insert_union`] on one node list, as its inverse needs it.
+struct Edit {
+    /// `true`: a `covering` list; `false`: a `by_start` list.
+    covering: bool,
+    node: u32,
+    /// Where the inserted or merged range sits in the list.
+    at: u32,
+    /// `journal.removed[removed]`: the ranges it replaced (empty for a pure insertion).
+    removed: std::ops::Range<usize>,
 }
 
 /// Appends a sorted node list to `scratch` as one more run.
@@ -135,12 +159,8 @@ fn take(scratch: &mut Vec<Range>, runs: &mut Vec<usize>, list: &[Range]) {
 }
 
 /// The live segments of a buffer without allocating when it has no gaps.
-pub(crate) fn for_each_segment(buffer: &Buffer, mut f: impl FnMut(Lifetime)) {
-    if buffer.gaps.is_empty() {
-        f(buffer.lifetime);
-    } else {
-        buffer.live_segments().into_iter().for_each(f);
-    }
+pub(crate) fn for_each_segment(buffer: &Buffer, f: impl FnMut(Lifetime)) {
+    buffer.for_each_live_segment(f);
 }
 
 impl<'p> Engine<'p> {
@@ -203,6 +223,7 @@ impl<'p> Engine<'p> {
             runs: Vec::new(),
             merged: Vec::new(),
             merged_runs: Vec::new(),
+            journal: None,
         }
     }
 
@@ -314,12 +335,15 @@ impl<'p> Engine<'p> {
         let range = (offset, offset + size);
         self.offsets[buffer] = offset;
         self.placed[buffer] = true;
+        if let Some(journal) = &mut self.journal {
+            journal.placed.push(buffer as u32);
+        }
         let n = self.leaves;
         for index in self.segments_of(buffer) {
             let segment = self.segments[index];
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
-                insert_union(&mut self.by_start[p], range);
+                self.insert(false, p, range);
                 p >>= 1;
             }
             let (mut l, mut r) = (
@@ -328,16 +352,73 @@ impl<'p> Engine<'p> {
             );
             while l < r {
                 if l & 1 == 1 {
-                    insert_union(&mut self.covering[l], range);
+                    self.insert(true, l, range);
                     l += 1;
                 }
                 if r & 1 == 1 {
                     r -= 1;
-                    insert_union(&mut self.covering[r], range);
+                    self.insert(true, r, range);
                 }
                 l >>= 1;
                 r >>= 1;
             }
+        }
+    }
+
+    /// Adds `range` to one node list, journaled while a trial is open.
+    fn insert(&mut self, covering: bool, node: usize, range: Range) {
+        let list = if covering {
+            &mut self.covering[node]
+        } else {
+            &mut self.by_start[node]
+        };
+        match &mut self.journal {
+            None => {
+                insert_union(list, range, |_| {});
+            }
+            Some(journal) => {
+                let first = journal.removed.len();
+                let at = insert_union(list, range, |old| journal.removed.extend_from_slice(old));
+                journal.edits.push(Edit {
+                    covering,
+                    node: node as u32,
+                    at: at as u32,
+                    removed: first..journal.removed.len(),
+                });
+            }
+        }
+    }
+
+    /// Opens a trial: the placements from now on are undone by [`Engine::rollback`]. A
+    /// trial already open is forgotten (its placements stay).
+    pub(crate) fn begin_trial(&mut self) {
+        self.journal = Some(Journal::default());
+    }
+
+    /// Undoes every placement of the open trial (if any), newest first, and closes it:
+    /// the engine is exactly as it was at [`Engine::begin_trial`].
+    pub(crate) fn rollback(&mut self) {
+        let Some(journal) = self.journal.take() else {
+            return;
+        };
+        for edit in journal.edits.iter().rev() {
+            let list = if edit.covering {
+                &mut self.covering[edit.node as usize]
+            } else {
+                &mut self.by_start[edit.node as usize]
+            };
+            let at = edit.at as usize;
+            if edit.removed.is_empty() {
+                list.remove(at);
+            } else {
+                list.splice(
+                    at..at + 1,
+                    journal.removed[edit.removed.clone()].iter().copied(),
+                );
+            }
+        }
+        for &buffer in &journal.placed {
+            self.placed[buffer as usize] = false;
         }
     }
 
@@ -418,17 +499,20 @@ fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
 }
 
 /// Adds `range` to `list`, a sorted list of disjoint, non-touching address ranges, merging
-/// it with the ranges it overlaps or touches.
-fn insert_union(list: &mut Vec<Range>, (lo, hi): Range) {
+/// it with the ranges it overlaps or touches. Hands the ranges it replaces (none for a pure
+/// insertion) to `replaced` before changing them; returns where the new range sits.
+fn insert_union(list: &mut Vec<Range>, (lo, hi): Range, replaced: impl FnOnce(&[Range])) -> usize {
     // The ranges are disjoint and sorted, so both their starts and their ends increase.
     let first = list.partition_point(|r| r.1 < lo);
     let last = first + list[first..].partition_point(|r| r.0 <= hi);
     if first == last {
         list.insert(first, (lo, hi));
     } else {
+        replaced(&list[first..last]);
         list[first] = (list[first].0.min(lo), list[last - 1].1.max(hi));
         list.drain(first + 1..last);
     }
+    first
 }
 
 /// Chooses an offset for a buffer of `size` and `alignment` among the gaps between

@@ -1,0 +1,140 @@
+//! Pictures of a plan for people: an SVG ([`svg`]) and a terminal map ([`ascii`]).
+//!
+//! Both draw the same thing: time on x, address on y, one rectangle per live segment of
+//! every buffer, with the arena and the max-live lower bound marked.
+//!
+//! ```text
+//!  address
+//!    ▲ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ ─ arena
+//!    │        ┌──────┐
+//!    │ ─ ─ ─ ─│─ ─ ─ │─ ─ ─ ─ ─ max-live bound
+//!    │ ┌──────┤  c   ├────┐
+//!    │ │  a   ├──────┤ d  │
+//!    └─┴──────┴──────┴────┴──▶ time
+//! ```
+//!
+//! Rendering never fails and never panics: a plan whose offsets do not match the problem
+//! is drawn as far as it goes (missing offsets count as 0), and sizes beyond the arena are
+//! clipped by the scale.
+
+pub mod ascii;
+pub mod svg;
+
+use crate::plan::Plan;
+use crate::problem::Problem;
+
+/// What a picture shows: a problem, a plan for it and what to call it.
+#[derive(Clone, Copy, Debug)]
+pub struct Scene<'a> {
+    pub problem: &'a Problem,
+    pub plan: &'a Plan,
+    /// A heading, e.g. the planner and the file (escaped where needed).
+    pub title: &'a str,
+}
+
+impl Scene<'_> {
+    /// The offset of buffer `i` (0 when the plan lacks it).
+    fn offset(&self, i: usize) -> u64 {
+        self.plan.offsets.get(i).copied().unwrap_or(0)
+    }
+
+    /// `max(offset + size)`, saturating.
+    fn arena(&self) -> u64 {
+        self.problem
+            .buffers()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| self.offset(i).saturating_add(b.size))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// First and last step drawn: `[min start, max end)`, at least one step wide.
+    fn time_span(&self) -> (u64, u64) {
+        let buffers = self.problem.buffers();
+        let start = buffers.iter().map(|b| b.lifetime.start).min().unwrap_or(0);
+        let end = buffers.iter().map(|b| b.lifetime.end).max().unwrap_or(1);
+        (start, end.max(start.saturating_add(1)))
+    }
+}
+
+/// Short byte counts for axes and labels: `512 B`, `1.5 KiB`, `3.07 GiB`.
+pub fn short_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let digits = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{value:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    format!("{text} {}", UNITS[unit])
+}
+
+/// About `count` round tick values in `[lo, hi]`: multiples of 1, 2 or 5 times a power of
+/// ten, or (`binary`, for bytes) of a power of two; `lo` itself when it is a multiple.
+fn ticks(lo: u64, hi: u64, count: u64, binary: bool) -> Vec<u64> {
+    let span = hi.saturating_sub(lo).max(1);
+    let raw = (span / count.max(1)).max(1);
+    let step = if binary {
+        raw.checked_next_power_of_two().unwrap_or(1 << 63)
+    } else {
+        let mut unit = 1u64;
+        while unit.saturating_mul(10) <= raw {
+            unit = unit.saturating_mul(10);
+        }
+        [1u64, 2, 5, 10]
+            .iter()
+            .map(|m| unit.saturating_mul(*m))
+            .find(|&s| s >= raw)
+            .unwrap_or(unit)
+    };
+    let mut out = Vec::new();
+    let mut t = lo.div_ceil(step).saturating_mul(step);
+    while t <= hi && out.len() < 64 {
+        out.push(t);
+        match t.checked_add(step) {
+            Some(next) => t = next,
+            None => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_bytes_are_short() {
+        assert_eq!(short_bytes(512), "512 B");
+        assert_eq!(short_bytes(1536), "1.5 KiB");
+        assert_eq!(short_bytes(1 << 20), "1 MiB");
+        assert_eq!(short_bytes(3_300_000_000), "3.07 GiB");
+        assert_eq!(short_bytes(u64::MAX), "16 EiB");
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(ticks(0, 10, 5, false), vec![0, 2, 4, 6, 8, 10]);
+        assert_eq!(ticks(3, 9, 3, false), vec![4, 6, 8]);
+        assert_eq!(ticks(0, 4096, 4, true), vec![0, 1024, 2048, 3072, 4096]);
+        assert_eq!(ticks(0, 1_310_720, 6, true)[1], 262_144);
+        assert!(ticks(0, u64::MAX, 5, false).len() <= 64);
+    }
+}
