@@ -522,6 +522,7 @@ pub fn bench(
     names: &[String],
     format: crate::BenchFormat,
     repeat: u32,
+    settings: &GraphSettings,
 ) -> Result<ExitCode> {
     let planners: Vec<&'static dyn Planner> = if names.is_empty() {
         planner::all().to_vec()
@@ -533,7 +534,7 @@ pub fn bench(
     };
     let mut rows = Vec::new();
     for file in files {
-        let problem = input::read_problem(file)?;
+        let problem = input::read_input(file, settings)?.problem;
         let lower_bound = max_live(&problem, file)?;
         for &planner in &planners {
             let message = format!("{} on {}", planner.name(), file.display());

@@ -111,11 +111,6 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     })
 }
 
-/// Reads a problem with the default graph settings (file order, aliasing and in-place on).
-pub fn read_problem(path: &Path) -> Result<Problem> {
-    Ok(read_input(path, &GraphSettings::default())?.problem)
-}
-
 /// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.
 pub fn read_plan(path: &Path, problem: &Problem) -> Result<Plan> {
     let text = read_text(path)?;

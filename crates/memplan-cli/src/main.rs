@@ -96,7 +96,7 @@ enum Command {
     /// Run planners on problem files and print arena, arena/bound and time for each, in one
     /// run; every plan is checked.
     Bench {
-        /// Problem files (minimalloc CSV).
+        /// Problem files: minimalloc CSV, graph JSON or ONNX.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Comma-separated planner names (default: every planner).
@@ -108,6 +108,8 @@ enum Command {
         /// Run each planner this many times per file and report the fastest time.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
+        #[command(flatten)]
+        graph: GraphArgs,
     },
 }
 
@@ -253,7 +255,8 @@ fn main() -> ExitCode {
             planners,
             format,
             repeat,
-        } => commands::bench(&files, &planners, format, repeat),
+            graph,
+        } => commands::bench(&files, &planners, format, repeat, &graph.settings()),
     };
     match result {
         Ok(code) => code,
