@@ -13,6 +13,7 @@
 //! | `greedy-temporal` | lifetime length ↓, size ↓ | smallest that fits (XLA) |
 //! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
 //! | `best-of` | the five greedy planners in parallel | smallest arena wins |
+//! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is
 //! deterministic.
@@ -32,11 +33,13 @@ mod breadth;
 mod greedy;
 mod naive;
 mod placement;
+pub mod search;
 
 pub use best_of::{run_all, Attempt, BestOf};
 pub use breadth::Breadth;
 pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
+pub use search::Search;
 
 /// Why a planner produced no plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +72,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Temporal,
         &Breadth,
         &BestOf,
+        &Search::DEFAULT,
     ]
 }
 
