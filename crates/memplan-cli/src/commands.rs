@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use memplan::io::{csv, json};
+use memplan::planner::search::{self, Rules, Search};
 use memplan::planner::{self, best_of, Planner};
 use memplan::{bound, checker, Plan, Problem};
 use serde_json::json;
 
 use crate::table::{bytes, columns, key_values, millis, ratio};
-use crate::{input, progress, Format, ReportFormat};
+use crate::{input, progress, Format, ReportFormat, SearchArgs};
 
 /// Problems with at most this many buffers get a per-buffer listing in the table.
 const LISTED_BUFFERS: usize = 32;
@@ -25,6 +26,49 @@ struct Outcome {
     chosen: Option<&'static str>,
     /// For best-of: every planner tried, with its arena (or error) and time.
     attempts: Vec<best_of::Attempt>,
+    /// For search: whether the plan is proven optimal, nodes, why it stopped.
+    search: Option<search::Outcome>,
+}
+
+/// Runs the search planner with the command-line options, printing a progress line on
+/// stderr (overwritten in place on a terminal, one line per update otherwise).
+fn run_search(args: &SearchArgs, problem: &Problem) -> Result<Outcome> {
+    let rules = Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?;
+    let options = Search {
+        time_limit: Duration::from_secs_f64(args.time_limit),
+        node_limit: None,
+        seed: args.seed,
+        threads: args.threads,
+        rules,
+    };
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let show = |p: search::Progress| {
+        let line = format!(
+            "search: best {} bytes, bound {} bytes, {} nodes, {:.1} s",
+            p.best,
+            p.lower_bound,
+            p.nodes,
+            p.elapsed.as_secs_f64()
+        );
+        if terminal {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let started = Instant::now();
+    let result = options.run(problem, Some(&show));
+    if terminal {
+        eprintln!();
+    }
+    let outcome = result?;
+    Ok(Outcome {
+        plan: outcome.plan.clone(),
+        elapsed: started.elapsed(),
+        chosen: None,
+        attempts: Vec::new(),
+        search: Some(outcome),
+    })
 }
 
 fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
@@ -40,6 +84,7 @@ fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
             elapsed,
             chosen,
             attempts,
+            search: None,
         });
     }
     let plan = planner.plan(problem)?;
@@ -48,6 +93,7 @@ fn run(planner: &'static dyn Planner, problem: &Problem) -> Result<Outcome> {
         elapsed: started.elapsed(),
         chosen: None,
         attempts: Vec::new(),
+        search: None,
     })
 }
 
@@ -58,6 +104,7 @@ pub fn plan(
     format: Format,
     output: Option<&Path>,
     alignment: u64,
+    search_args: &SearchArgs,
 ) -> Result<ExitCode> {
     let planner = planner::by_name(planner_name)?;
     let mut problem = input::read_problem(file)?;
@@ -76,8 +123,12 @@ pub fn plan(
         )
     })?;
     let message = format!("{}: {} buffers", planner.name(), problem.len());
-    let outcome =
-        progress::with_spinner(message, || run(planner, &problem)).with_context(|| {
+    let outcome = if planner.name() == "search" {
+        run_search(search_args, &problem)
+    } else {
+        progress::with_spinner(message, || run(planner, &problem))
+    };
+    let outcome = outcome.with_context(|| {
             format!(
                 "planner '{}' could not plan '{}'",
                 planner.name(),
@@ -111,6 +162,12 @@ pub fn plan(
             if let Some(chosen) = outcome.chosen {
                 extra.insert("chosen_planner".into(), json!(chosen));
             }
+            if let Some(search) = &outcome.search {
+                extra.insert("proven_optimal".into(), json!(search.proven_optimal));
+                extra.insert("search_nodes".into(), json!(search.nodes));
+                extra.insert("search_stop".into(), json!(search.stop.as_str()));
+                extra.insert("search_lower_bound".into(), json!(search.lower_bound));
+            }
             extra.insert(
                 "planning_ms".into(),
                 json!(outcome.elapsed.as_secs_f64() * 1e3),
@@ -142,7 +199,7 @@ fn plan_table(
         Some(chosen) => format!("{} (kept {chosen})", planner.name()),
         None => planner.name().to_string(),
     };
-    let mut out = key_values(&[
+    let mut summary = vec![
         ("file", file.display().to_string()),
         ("buffers", problem.len().to_string()),
         ("planner", planner_line),
@@ -150,7 +207,17 @@ fn plan_table(
         ("lower bound", bytes(lower_bound)),
         ("arena/bound", ratio(arena, lower_bound)),
         ("time", millis(outcome.elapsed)),
-    ]);
+    ];
+    if let Some(search) = &outcome.search {
+        let proven = if search.proven_optimal { "yes" } else { "no" };
+        summary.extend([
+            ("proven optimal", proven.to_string()),
+            ("search lower bound", bytes(search.lower_bound)),
+            ("search nodes", search.nodes.to_string()),
+            ("stopped by", search.stop.as_str().to_string()),
+        ]);
+    }
+    let mut out = key_values(&summary);
     if !outcome.attempts.is_empty() {
         let rows: Vec<Vec<String>> = outcome
             .attempts

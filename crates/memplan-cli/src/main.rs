@@ -39,6 +39,8 @@ enum Command {
         /// Align every offset to a multiple of N bytes (on top of each buffer's own).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         alignment: u64,
+        #[command(flatten)]
+        search: SearchArgs,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -76,6 +78,31 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
     },
+}
+
+/// Options of `--planner search` (ignored by the other planners).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SearchArgs {
+    /// search: return the best plan found within this many seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
+    pub time_limit: f64,
+    /// search: seed of the preorder rotation and of the greedy perturbations.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// search: worker threads (0: every core; the exact search uses at most 2).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// search: pruning rules to switch off or on, e.g. `-dominance,-restarts` (rules:
+    /// canonical, dominance, sections, hatless, restarts).
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub search_rules: String,
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(s),
+        _ => Err(format!("'{text}' is not a number of seconds (0 or more)")),
+    }
 }
 
 /// How `memplan bench` prints its result.
@@ -118,7 +145,15 @@ fn main() -> ExitCode {
             format,
             output,
             alignment,
-        } => commands::plan(&file, &planner, format, output.as_deref(), alignment),
+            search,
+        } => commands::plan(
+            &file,
+            &planner,
+            format,
+            output.as_deref(),
+            alignment,
+            &search,
+        ),
         Command::Check {
             problem,
             plan,

@@ -464,6 +464,8 @@ struct Model {
     spans: Vec<Vec<(u32, u32)>>,
     /// Sum of the sizes live in each section.
     section_total: Vec<u64>,
+    /// The searched buffers live in each section.
+    members: Vec<Vec<u32>>,
     /// The offsets of the fixed buffers (`UNPLACED` for searched ones), by problem id.
     fixed_offsets: Vec<u64>,
     /// Highest top of a fixed buffer (0 when none).
@@ -563,15 +565,17 @@ impl Model {
         points.dedup();
         let sections = points.len().saturating_sub(1);
         let mut section_total = vec![0u64; sections];
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); sections];
         let mut spans = Vec::with_capacity(n);
-        for &id in &ids {
+        for (l, &id) in ids.iter().enumerate() {
             let b = &buffers[id as usize];
             let mut list = Vec::new();
             for s in b.live_segments() {
                 let lo = points.partition_point(|&t| t < s.start) as u32;
                 let hi = points.partition_point(|&t| t < s.end) as u32;
-                for total in &mut section_total[lo as usize..hi as usize] {
-                    *total = total.saturating_add(b.size);
+                for s in lo as usize..hi as usize {
+                    section_total[s] = section_total[s].saturating_add(b.size);
+                    members[s].push(l as u32);
                 }
                 list.push((lo, hi));
             }
@@ -587,6 +591,7 @@ impl Model {
             obstacles,
             spans,
             section_total,
+            members,
             fixed_offsets,
             fixed_top,
             g,
@@ -707,8 +712,14 @@ struct Worker<'m, 's> {
     unplaced: usize,
     buffer_log: Vec<(u32, u64, u64)>,
     candidates: Vec<u32>,
-    /// Scratch: the floor of each section.
+    /// The lowest minimum offset among the unplaced buffers live in each section (kept
+    /// up to date by `place`, restored by `undo`).
     floors: Vec<u64>,
+    floor_log: Vec<(u32, u64)>,
+    /// Sections to recompute after a placement (`marked[s] == stamp` when listed).
+    dirty: Vec<u32>,
+    marked: Vec<u32>,
+    stamp: u32,
     cap: u64,
     target: u64,
     /// Nodes of this run, and since the last poll.
@@ -732,7 +743,19 @@ impl<'m, 's> Worker<'m, 's> {
             unplaced: m.n,
             buffer_log: Vec::new(),
             candidates: Vec::new(),
-            floors: Vec::new(),
+            floors: (0..m.section_total.len())
+                .map(|s| {
+                    m.members[s]
+                        .iter()
+                        .map(|&i| m.lowest_from(i as usize, 0))
+                        .min()
+                        .unwrap_or(UNPLACED)
+                })
+                .collect(),
+            floor_log: Vec::new(),
+            dirty: Vec::new(),
+            marked: vec![0; m.section_total.len()],
+            stamp: 0,
             cap: 0,
             target: 0,
             nodes: 0,
@@ -848,9 +871,9 @@ impl<'m, 's> Worker<'m, 's> {
     }
 
     /// Places `i` at `offset`; returns the log mark for [`Worker::undo`].
-    fn place(&mut self, i: usize, offset: u64) -> usize {
+    fn place(&mut self, i: usize, offset: u64) -> (usize, usize) {
         let m = self.m;
-        let mark = self.buffer_log.len();
+        let mark = (self.buffer_log.len(), self.floor_log.len());
         let height = offset + m.size[i];
         self.offset[i] = offset;
         self.unplaced -= 1;
@@ -870,11 +893,56 @@ impl<'m, 's> Worker<'m, 's> {
                 *rem -= m.size[i];
             }
         }
+        if self.rules.sections {
+            // A floor can only rise where it was set by `i` (now placed) or by a buffer
+            // whose minimum offset just rose: mark those sections, then recompute each once.
+            self.stamp = self.stamp.wrapping_add(1);
+            if self.stamp == 0 {
+                self.marked.iter_mut().for_each(|x| *x = 0);
+                self.stamp = 1;
+            }
+            self.mark_floors(i, offset);
+            for k in mark.0..self.buffer_log.len() {
+                let (j, _, old) = self.buffer_log[k];
+                if self.min_off[j as usize] != old {
+                    self.mark_floors(j as usize, old);
+                }
+            }
+            while let Some(s) = self.dirty.pop() {
+                let s = s as usize;
+                let floor = m.members[s]
+                    .iter()
+                    .filter(|&&j| self.offset[j as usize] == UNPLACED)
+                    .map(|&j| self.min_off[j as usize])
+                    .min()
+                    .unwrap_or(UNPLACED);
+                if floor != self.floors[s] {
+                    self.floor_log.push((s as u32, self.floors[s]));
+                    self.floors[s] = floor;
+                }
+            }
+        }
         mark
     }
 
-    fn undo(&mut self, i: usize, buffers: usize) {
+    /// Marks `i`'s sections whose floor equals `old` (`i`'s minimum offset before).
+    fn mark_floors(&mut self, i: usize, old: u64) {
+        for &(lo, hi) in &self.m.spans[i] {
+            for s in lo as usize..hi as usize {
+                if self.floors[s] == old && self.marked[s] != self.stamp {
+                    self.marked[s] = self.stamp;
+                    self.dirty.push(s as u32);
+                }
+            }
+        }
+    }
+
+    fn undo(&mut self, i: usize, (buffers, floors): (usize, usize)) {
         let m = self.m;
+        for &(s, floor) in self.floor_log[floors..].iter().rev() {
+            self.floors[s as usize] = floor;
+        }
+        self.floor_log.truncate(floors);
         for &(j, raw, min_off) in self.buffer_log[buffers..].iter().rev() {
             self.raw[j as usize] = raw;
             self.min_off[j as usize] = min_off;
@@ -907,19 +975,7 @@ impl<'m, 's> Worker<'m, 's> {
     /// buffers live there go above the section floor and need their total size below the
     /// cap. The floor is the lowest minimum offset among them (each is at or above its
     /// own), and with `canonical` at least `offset`.
-    fn sections_fit(&mut self, offset: u64) -> bool {
-        let m = self.m;
-        self.floors.clear();
-        self.floors.resize(self.remaining.len(), UNPLACED);
-        for i in 0..m.n {
-            if self.offset[i] == UNPLACED {
-                for &(lo, hi) in &m.spans[i] {
-                    for floor in &mut self.floors[lo as usize..hi as usize] {
-                        *floor = (*floor).min(self.min_off[i]);
-                    }
-                }
-            }
-        }
+    fn sections_fit(&self, offset: u64) -> bool {
         let mono = if self.rules.canonical { offset } else { 0 };
         self.floors
             .iter()
