@@ -129,12 +129,12 @@ pub fn plan(
         progress::with_spinner(message, || run(planner, &problem))
     };
     let outcome = outcome.with_context(|| {
-            format!(
-                "planner '{}' could not plan '{}'",
-                planner.name(),
-                file.display()
-            )
-        })?;
+        format!(
+            "planner '{}' could not plan '{}'",
+            planner.name(),
+            file.display()
+        )
+    })?;
     let report = checker::check(&problem, &outcome.plan);
     if !report.is_valid() {
         let list: Vec<String> = report

@@ -28,7 +28,7 @@ fn planner(name: &str) -> &'static dyn Planner {
 fn plan_any(p: &dyn Planner, problem: &Problem) -> Result<Plan, PlanError> {
     if p.name() == "search" {
         let search = Search {
-            node_limit: Some(2_000),
+            node_limit: Some(100),
             time_limit: std::time::Duration::from_millis(500),
             threads: 1,
             ..Search::default()

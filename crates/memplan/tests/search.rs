@@ -48,8 +48,12 @@ fn brute_force(problem: &Problem) -> u64 {
                 .conflicts()
                 .contains(&(BufferId(i.min(j) as u32), BufferId(i.max(j) as u32)))
     };
-    let fixed: Vec<usize> = (0..n).filter(|&i| buffers[i].fixed_offset.is_some()).collect();
-    let mut free: Vec<usize> = (0..n).filter(|&i| buffers[i].fixed_offset.is_none()).collect();
+    let fixed: Vec<usize> = (0..n)
+        .filter(|&i| buffers[i].fixed_offset.is_some())
+        .collect();
+    let mut free: Vec<usize> = (0..n)
+        .filter(|&i| buffers[i].fixed_offset.is_none())
+        .collect();
     let mut best = u64::MAX;
     let mut offsets = vec![0u64; n];
     for &i in &fixed {
@@ -70,13 +74,18 @@ fn brute_force(problem: &Problem) -> u64 {
                 .into_iter()
                 .find(|&c| {
                     placed.iter().all(|&j| {
-                        !clash(i, j) || c + b.size <= offsets[j] || offsets[j] + buffers[j].size <= c
+                        !clash(i, j)
+                            || c + b.size <= offsets[j]
+                            || offsets[j] + buffers[j].size <= c
                     })
                 })
                 .unwrap();
             placed.push(i);
         }
-        let arena = (0..n).map(|i| offsets[i] + buffers[i].size).max().unwrap_or(0);
+        let arena = (0..n)
+            .map(|i| offsets[i] + buffers[i].size)
+            .max()
+            .unwrap_or(0);
         best = best.min(arena);
     });
     best
@@ -182,7 +191,9 @@ proptest! {
 fn ablation_instance(seed: u64, n: usize) -> Problem {
     let mut state = seed;
     let mut next = |modulo: u64| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (state >> 33) % modulo
     };
     let buffers = (0..n)
@@ -325,7 +336,10 @@ fn challenging(name: &str) -> Option<Problem> {
 /// runs with `cargo test --release` (`every_rule_set_keeps_the_optimum` checks every rule
 /// combination in debug too).
 #[test]
-#[cfg_attr(debug_assertions, ignore = "slow in debug: run with cargo test --release")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "slow in debug: run with cargo test --release"
+)]
 fn ablation_every_rule_reduces_search_nodes() {
     const LIMIT: u64 = 20_000;
     let (Some(a), Some(c)) = (challenging("A"), challenging("C")) else {
@@ -342,7 +356,10 @@ fn ablation_every_rule_reduces_search_nodes() {
             ..exact()
         };
         let outcome = run(&search, problem);
-        (outcome.nodes, outcome.proven_optimal.then_some(outcome.arena))
+        (
+            outcome.nodes,
+            outcome.proven_optimal.then_some(outcome.arena),
+        )
     };
     let off = |f: fn(&mut Rules)| {
         let mut rules = base;
@@ -357,7 +374,10 @@ fn ablation_every_rule_reduces_search_nodes() {
     ];
     for (rule, problem, without) in cases {
         let (with_nodes, optimum) = nodes(problem, base);
-        assert!(optimum.is_some(), "{rule}: all rules on must reach the optimum");
+        assert!(
+            optimum.is_some(),
+            "{rule}: all rules on must reach the optimum"
+        );
         let (without_nodes, found) = nodes(problem, without);
         eprintln!("{rule}: {with_nodes} nodes with it, {without_nodes} without");
         assert!(without_nodes > with_nodes, "{rule}");
@@ -397,4 +417,3 @@ fn challenging_c_reaches_its_lower_bound() {
     assert_eq!(outcome.arena, 1_039_360);
     assert!(outcome.proven_optimal);
 }
-

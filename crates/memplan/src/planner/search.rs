@@ -261,11 +261,17 @@ impl Search {
         let started = Instant::now();
         let start = BestOf.plan(problem)?;
         let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
-        let model = Model::new(problem);
+        let unfixed = problem
+            .buffers()
+            .iter()
+            .filter(|b| b.fixed_offset.is_none())
+            .count();
+        let exact = unfixed <= EXACT_LIMIT;
+        let (g, fixed_top) = granularity(problem);
         let bound = max_live(problem)
             .unwrap_or(0)
-            .max(model.fixed_top)
-            .checked_next_multiple_of(model.g)
+            .max(fixed_top)
+            .checked_next_multiple_of(g)
             .unwrap_or(u64::MAX);
         let shared = Shared {
             best: AtomicU64::new(start_arena),
@@ -287,10 +293,10 @@ impl Search {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let exact = model.n <= EXACT_LIMIT;
         if !shared.done.load(Ordering::Relaxed) {
             shared.report(true);
             if exact {
+                let model = Model::new(problem);
                 let roles: &[Role] = if threads >= 2 {
                     &[Role::Improve, Role::Prove]
                 } else {
@@ -481,6 +487,25 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// `(g, fixed_top)`: every offset of a compacted plan, hence its arena, is a multiple of
+/// `g` (the gcd of the sizes, the alignments of unfixed buffers and the fixed offsets);
+/// `fixed_top` is the highest top of a fixed buffer (0 when none).
+fn granularity(problem: &Problem) -> (u64, u64) {
+    let mut g = 0;
+    let mut fixed_top = 0u64;
+    for b in problem.buffers() {
+        g = gcd(g, b.size);
+        match b.fixed_offset {
+            Some(offset) => {
+                g = gcd(g, offset);
+                fixed_top = fixed_top.max(offset.saturating_add(b.size));
+            }
+            None => g = gcd(g, b.alignment),
+        }
+    }
+    (g.max(1), fixed_top)
+}
+
 impl Model {
     fn new(problem: &Problem) -> Model {
         let buffers = problem.buffers();
@@ -492,20 +517,13 @@ impl Model {
         for (l, &id) in ids.iter().enumerate() {
             local[id as usize] = l as u32;
         }
-        let mut g = 0;
-        let mut fixed_top = 0u64;
+        let (g, fixed_top) = granularity(problem);
         let mut fixed_offsets = vec![UNPLACED; buffers.len()];
         for (i, b) in buffers.iter().enumerate() {
-            g = gcd(g, b.size);
             if let Some(offset) = b.fixed_offset {
-                g = gcd(g, offset);
-                fixed_top = fixed_top.max(offset.saturating_add(b.size));
                 fixed_offsets[i] = offset;
-            } else {
-                g = gcd(g, b.alignment);
             }
         }
-        let g = g.max(1);
 
         // Pairs that must not share bytes: sweep over lifetimes sorted by start, then the
         // exact test with gaps; conflict pairs added on top.
@@ -725,6 +743,8 @@ struct Worker<'m, 's> {
     /// Nodes of this run, and since the last poll.
     nodes: u64,
     unpolled: u64,
+    /// Nodes between polls of the shared state (fewer under a small node limit).
+    poll_every: u64,
     budget: u64,
     found: bool,
 }
@@ -760,6 +780,7 @@ impl<'m, 's> Worker<'m, 's> {
             target: 0,
             nodes: 0,
             unpolled: 0,
+            poll_every: shared.node_limit.clamp(1, 256),
             budget: u64::MAX,
             found: false,
         }
@@ -791,7 +812,7 @@ impl<'m, 's> Worker<'m, 's> {
         if self.nodes >= self.budget {
             return Flow::Budget;
         }
-        if self.unpolled >= 256 && self.flush() {
+        if self.unpolled >= self.poll_every && self.flush() {
             return Flow::Abort;
         }
         if self.unplaced == 0 {
@@ -997,6 +1018,8 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
     };
     let g = model.g;
     let mut round = 0usize;
+    // Without restarts a run never ends on its budget: aim straight below the incumbent.
+    let mut aim: u64 = if rules.restarts { 4 } else { 8 };
     loop {
         let rank = preorders[(first + round) % preorders.len()].clone();
         let mut worker = Worker::new(model, shared, rules, rank);
@@ -1014,7 +1037,11 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
             let cap = if step == Role::Prove {
                 lower.min(improve_cap)
             } else {
-                improve_cap
+                // Aim `aim / 8` of the way from the bound to the incumbent: a tight cap
+                // prunes hard and finds good plans fast, or proves a better bound.
+                let gap = improve_cap.saturating_sub(lower);
+                let aimed = lower + (gap / 8).saturating_mul(aim);
+                (aimed - aimed % g).max(lower).min(improve_cap)
             };
             if best == 0 || cap < lower {
                 shared.raise(best);
@@ -1027,6 +1054,9 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
                     shared.raise(worker.cap.saturating_add(g));
                 }
                 Flow::Abort => return,
+                Flow::Budget if step == Role::Improve && !worker.found => {
+                    aim = (aim + 2).min(8);
+                }
                 Flow::Target | Flow::Budget => {}
             }
         }
