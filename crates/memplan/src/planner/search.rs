@@ -460,6 +460,8 @@ struct Model {
     ids: Vec<u32>,
     size: Vec<u64>,
     align: Vec<u64>,
+    /// Lifetime lengths (`end - start`).
+    length: Vec<u64>,
     /// `adj[adj_first[i]..adj_first[i + 1]]`: searched buffers that must not share bytes
     /// with `i` (live together or a conflict pair).
     adj_first: Vec<u32>,
@@ -603,6 +605,10 @@ impl Model {
             n,
             size: ids.iter().map(|&i| buffers[i as usize].size).collect(),
             align: ids.iter().map(|&i| buffers[i as usize].alignment).collect(),
+            length: ids
+                .iter()
+                .map(|&i| buffers[i as usize].lifetime.len())
+                .collect(),
             ids,
             adj_first,
             adj,
@@ -660,7 +666,8 @@ impl Model {
                     .unwrap_or(0)
             })
             .collect();
-        let width: Vec<u64> = (0..self.n)
+        let width = &self.length;
+        let sections: Vec<u64> = (0..self.n)
             .map(|i| {
                 self.spans[i]
                     .iter()
@@ -668,13 +675,19 @@ impl Model {
                     .sum()
             })
             .collect();
+        let section_area: Vec<u128> = (0..self.n)
+            .map(|i| u128::from(self.size[i]) * u128::from(sections[i]))
+            .collect();
         let area: Vec<u128> = (0..self.n)
             .map(|i| u128::from(self.size[i]) * u128::from(width[i]))
             .collect();
-        let keys: [&dyn Fn(usize) -> (u128, u128, u128); 3] = [
-            &|i| (total[i].into(), width[i].into(), area[i]),
+        let keys: [&dyn Fn(usize) -> (u128, u128, u128); 6] = [
             &|i| (width[i].into(), area[i], total[i].into()),
-            &|i| (area[i], total[i].into(), width[i].into()),
+            &|i| (total[i].into(), sections[i].into(), section_area[i]),
+            &|i| (total[i].into(), area[i], width[i].into()),
+            &|i| (sections[i].into(), section_area[i], total[i].into()),
+            &|i| (total[i].into(), width[i].into(), area[i]),
+            &|i| (section_area[i], total[i].into(), sections[i].into()),
         ];
         keys.iter()
             .map(|key| {
