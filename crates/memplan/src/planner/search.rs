@@ -25,31 +25,39 @@
 //!
 //! # Pruning rules ([`Rules`], each switchable)
 //!
+//! The search is complete for "is there a plan with arena at most the cap?": among such
+//! plans, one with the least sum of offsets is compacted and obeys every rule below.
+//!
 //! - `canonical`: buffers are placed in non-decreasing (offset, preorder rank): one order
 //!   per compacted plan instead of every interleaving of independent buffers.
 //! - `dominance`: a buffer whose minimum offset is at or above the lowest *top* an
 //!   unplaced buffer could reach (`min_offset + size`) is not placed next: that other
-//!   buffer fits entirely below it, so a compacted plan places it first.
+//!   buffer fits entirely below it, so a least-sum plan places it first.
 //! - `sections`: time is cut into sections between lifetime endpoints; in each section
 //!   the unplaced buffers live there are pairwise live together, so they need
-//!   `floor + remaining sizes <= cap`, where the floor is the highest top placed in the
-//!   section (and, with `canonical`, the offset just placed: later buffers go no lower).
+//!   `floor + remaining sizes <= cap`, where the floor is the lowest minimum offset among
+//!   them (and, with `canonical`, at least the offset just placed).
+//! - `hatless`: once a candidate whose unplaced neighbours all have minimum offsets at or
+//!   above its top has failed, the remaining candidates are skipped: a least-sum plan
+//!   places it at its current key, before any larger key (MiniMalloc's rule is the case of
+//!   no unplaced neighbour).
 //! - `restarts`: the search is restarted with a doubling node budget, cycling through
 //!   several static preorders (ranks used to break ties), so one bad early choice does not
 //!   trap the whole run (MiniMalloc's round robin).
 //!
-//! Always on: a node whose unplaced buffer cannot fit under the cap (`min_offset + size >
-//! cap`) is cut; the cap is `best - g` where `g` divides every possible arena (the gcd of
-//! sizes, alignments and fixed offsets).
+//! Always on: a node is cut where an unplaced buffer cannot fit under the cap
+//! (`min_offset + size > cap`); caps move in steps of `g`, which divides every compacted
+//! plan's arena (the gcd of sizes, alignments of unfixed buffers and fixed offsets).
 //!
 //! # Optimising
 //!
-//! Two searches share the incumbent: an *improver* with cap `best - g` that tightens the
-//! cap at every plan it finds (branch and bound), and a *prover* with cap = the lower bound
-//! (the max-live bound, rounded up to `g`): a plan found there is optimal; a search
-//! exhausted there raises the lower bound by `g`. With two threads they run in parallel;
-//! with one they alternate under the node budgets. Exhausting the improver proves the
-//! incumbent optimal.
+//! Two searches share the incumbent: an *improver* whose cap is aimed between the bound and
+//! the incumbent (half way first, closer to the incumbent after each run that ends on its
+//! node budget empty-handed) and tightened to `arena - g` at every plan it finds (branch
+//! and bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
+//! `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
+//! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
+//! with one they alternate under the node budgets.
 //!
 //! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: the
 //! time goes to greedy restarts with randomly perturbed size orders.
@@ -654,7 +662,8 @@ impl Model {
     }
 
     /// The static preorders used as tie-breaks: `rank[i]` for each heuristic, after
-    /// MiniMalloc's: largest section total first, widest first, largest area first.
+    /// MiniMalloc's W (lifetime length), A (size times length) and T (largest total size
+    /// live in a section it spans), plus variants counting sections instead of steps.
     fn preorders(&self) -> Vec<Vec<u32>> {
         let total: Vec<u64> = (0..self.n)
             .map(|i| {
