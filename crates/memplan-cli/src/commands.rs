@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use memplan::io::{csv, json};
+use memplan::planner::search::{self, Rules, Search};
 use memplan::planner::{self, best_of, Metric, Planner, Strip, StripOutcome};
 use memplan::render::{ascii, svg, Scene};
 use memplan::{bound, checker, Plan, Problem};
@@ -16,7 +17,7 @@ use memplan_graph::{Analysis, Graph};
 
 use crate::input::GraphSettings;
 use crate::table::{bytes, columns, key_values, millis, ratio};
-use crate::{input, progress, Format, ReportFormat};
+use crate::{input, progress, Format, ReportFormat, SearchArgs};
 
 pub use crate::inspect::inspect;
 
@@ -33,6 +34,50 @@ struct Outcome {
     attempts: Vec<best_of::Attempt>,
     /// For strip: its options and how the tuning went.
     strip: Option<(Strip, StripOutcome)>,
+    /// For search: whether the plan is proven optimal, nodes, why it stopped.
+    search: Option<search::Outcome>,
+}
+
+/// Runs the search planner with the command-line options, printing a progress line on
+/// stderr (overwritten in place on a terminal, one line per update otherwise).
+fn run_search(args: &SearchArgs, problem: &Problem) -> Result<Outcome> {
+    let rules = Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?;
+    let options = Search {
+        time_limit: Duration::from_secs_f64(args.time_limit),
+        node_limit: None,
+        seed: args.seed,
+        threads: args.threads,
+        rules,
+    };
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let show = |p: search::Progress| {
+        let line = format!(
+            "search: best {} bytes, bound {} bytes, {} nodes, {:.1} s",
+            p.best,
+            p.lower_bound,
+            p.nodes,
+            p.elapsed.as_secs_f64()
+        );
+        if terminal {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let started = Instant::now();
+    let result = options.run(problem, Some(&show));
+    if terminal {
+        eprintln!();
+    }
+    let outcome = result?;
+    Ok(Outcome {
+        plan: outcome.plan.clone(),
+        elapsed: started.elapsed(),
+        chosen: None,
+        attempts: Vec::new(),
+        strip: None,
+        search: Some(outcome),
+    })
 }
 
 /// The options of `memplan plan` beyond the common ones.
@@ -43,6 +88,8 @@ pub struct PlanExtras<'a> {
     pub metric: Option<&'a str>,
     /// strip's `--max-iters`.
     pub max_iters: Option<u32>,
+    /// search's `--time-limit`, `--seed`, `--threads`, `--search-rules`.
+    pub search: &'a SearchArgs,
 }
 
 /// strip with the options given, or `None` for another planner (which takes none).
@@ -76,6 +123,7 @@ fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -
             chosen: None,
             attempts: Vec::new(),
             strip: Some((strip, outcome)),
+            search: None,
         });
     }
     if planner.name() == best_of::BestOf.name() {
@@ -90,6 +138,7 @@ fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -
             chosen,
             attempts,
             strip: None,
+            search: None,
         });
     }
     let plan = planner.plan(problem)?;
@@ -99,6 +148,7 @@ fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -
         chosen: None,
         attempts: Vec::new(),
         strip: None,
+        search: None,
     })
 }
 
@@ -126,14 +176,18 @@ pub fn plan(
     }
     let lower_bound = max_live(&problem, file)?;
     let message = format!("{}: {} buffers", planner.name(), problem.len());
-    let outcome =
-        progress::with_spinner(message, || run(planner, strip, &problem)).with_context(|| {
-            format!(
-                "planner '{}' could not plan '{}'",
-                planner.name(),
-                file.display()
-            )
-        })?;
+    let outcome = if planner.name() == Search::DEFAULT.name() {
+        run_search(extras.search, &problem)
+    } else {
+        progress::with_spinner(message, || run(planner, strip, &problem))
+    };
+    let outcome = outcome.with_context(|| {
+        format!(
+            "planner '{}' could not plan '{}'",
+            planner.name(),
+            file.display()
+        )
+    })?;
     let report = checker::check(&problem, &outcome.plan);
     if !report.is_valid() {
         let list: Vec<String> = report
@@ -180,6 +234,12 @@ pub fn plan(
                 extra.insert("stop".into(), json!(strip.stop.name()));
                 extra.insert("first_arena_bytes".into(), json!(strip.first_arena));
                 extra.insert("best_iteration".into(), json!(strip.best_iteration));
+            }
+            if let Some(search) = &outcome.search {
+                extra.insert("proven_optimal".into(), json!(search.proven_optimal));
+                extra.insert("search_nodes".into(), json!(search.nodes));
+                extra.insert("search_stop".into(), json!(search.stop.as_str()));
+                extra.insert("search_lower_bound".into(), json!(search.lower_bound));
             }
             extra.insert(
                 "planning_ms".into(),
@@ -274,6 +334,15 @@ fn plan_table(
                 "stopped by",
                 format!("{} ({})", strip.stop.name(), strip.stop.description()),
             ),
+        ]);
+    }
+    if let Some(search) = &outcome.search {
+        let proven = if search.proven_optimal { "yes" } else { "no" };
+        rows.extend([
+            ("proven optimal", proven.to_string()),
+            ("search lower bound", bytes(search.lower_bound)),
+            ("search nodes", search.nodes.to_string()),
+            ("stopped by", search.stop.as_str().to_string()),
         ]);
     }
     let mut out = key_values(&rows);

@@ -55,6 +55,8 @@ enum Command {
         /// strip only: the most peak-suppression adjustments (default: 8).
         #[arg(long)]
         max_iters: Option<u32>,
+        #[command(flatten)]
+        search: SearchArgs,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -174,6 +176,31 @@ enum InspectFormat {
     Json,
 }
 
+/// Options of `--planner search` (ignored by the other planners).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SearchArgs {
+    /// search: return the best plan found within this many seconds.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
+    pub time_limit: f64,
+    /// search: seed of the preorder rotation and of the greedy perturbations.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// search: worker threads (0: every core; the exact search uses at most 2).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// search: pruning rules to switch off or on, e.g. `-dominance,-restarts` (rules:
+    /// canonical, dominance, sections, hatless, restarts).
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub search_rules: String,
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..1e9).contains(&s) => Ok(s),
+        _ => Err(format!("'{text}' is not a number of seconds (0 or more)")),
+    }
+}
+
 /// How `memplan bench` prints its result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum BenchFormat {
@@ -220,6 +247,7 @@ fn main() -> ExitCode {
             svg,
             metric,
             max_iters,
+            search,
         } => commands::plan(
             &file,
             &planner,
@@ -231,6 +259,7 @@ fn main() -> ExitCode {
                 svg: svg.as_deref(),
                 metric: metric.as_deref(),
                 max_iters,
+                search: &search,
             },
         ),
         Command::Check {

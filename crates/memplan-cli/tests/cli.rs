@@ -117,6 +117,47 @@ fn plan_json_golden() {
 }
 
 #[test]
+fn search_reports_optimality_in_json_and_progress_on_stderr() {
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "search",
+        "--time-limit",
+        "10",
+        "--threads",
+        "1",
+        "--search-rules",
+        "-restarts",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["planner"], "search");
+    assert_eq!(value["proven_optimal"], true, "{value}");
+    assert!(value["search_nodes"].is_u64());
+    assert_eq!(value["arena_bytes"], value["search_lower_bound"]);
+    let table = memplan(&["plan", "examples/small.csv", "-p", "search"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    assert!(
+        stdout(&table).contains("proven optimal      yes"),
+        "{}",
+        stdout(&table)
+    );
+    let bad = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "-p",
+        "search",
+        "--search-rules",
+        "-x",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("known rules"), "{}", stderr(&bad));
+}
+
+#[test]
 fn plan_csv_golden_with_alignment() {
     let out = memplan(&[
         "plan",

@@ -3,9 +3,15 @@
 //! `S_1` (28,526 buffers).
 //!
 //! ```text
-//! cargo bench -p memplan --bench planners            # everything (about a minute)
+//! cargo bench -p memplan --bench planners            # everything (a few minutes)
 //! cargo bench -p memplan --bench planners -- synthetic
+//! cargo bench -p memplan --bench planners -- search-challenging
 //! ```
+//!
+//! The `search` planner runs for its whole time limit unless it proves optimality, so it
+//! is left out of the per-instance groups and has its own: `search-challenging`, the 11
+//! challenging minimalloc instances with a 1 s limit each (the time is the time to a
+//! proven optimum where it is reached, else the limit).
 //!
 //! Kept quick on purpose (10 samples, short measurement): compare planners side by side in
 //! one run, as the machines are shared and noisy.
@@ -14,6 +20,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use memplan::planner::Planner;
 use memplan::{planner, Buffer, Problem};
 
 /// A deterministic synthetic instance shaped like a network's activations: mostly short
@@ -68,7 +75,7 @@ fn bench_planners(c: &mut Criterion) {
             .sample_size(10)
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(2));
-        for p in planner::all() {
+        for p in planner::all().iter().filter(|p| p.name() != "search") {
             group.bench_with_input(
                 BenchmarkId::from_parameter(p.name()),
                 problem,
@@ -79,5 +86,29 @@ fn bench_planners(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_planners);
+fn bench_search(c: &mut Criterion) {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/benchmarks");
+    let search = planner::Search {
+        time_limit: Duration::from_secs(1),
+        ..planner::Search::default()
+    };
+    let mut group = c.benchmark_group("search-challenging");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(2));
+    for name in ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"] {
+        let file = format!("minimalloc/challenging/{name}.1048576.csv");
+        let Some(problem) = read_csv(&shared.join(file)) else {
+            eprintln!("skipping search-challenging: ../shared not found");
+            return;
+        };
+        group.bench_with_input(BenchmarkId::from_parameter(name), &problem, |b, problem| {
+            b.iter(|| search.plan(problem).expect("a plan"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_planners, bench_search);
 criterion_main!(benches);

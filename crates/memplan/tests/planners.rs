@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use memplan::checker::{check, check_naive};
 use memplan::planner::strip::{Metric, Stop, Strip};
-use memplan::planner::{self, best_of, BestOf, PlanError, Planner};
+use memplan::planner::{self, best_of, BestOf, PlanError, Planner, Search};
 use memplan::render::{self, Scene};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
 use proptest::prelude::*;
@@ -22,6 +22,22 @@ const GREEDY: [&str; 5] = [
 
 fn planner(name: &str) -> &'static dyn Planner {
     planner::by_name(name).unwrap()
+}
+
+/// Plans with `p`; `search` runs on one thread under a node limit (and 0.5 s for the
+/// greedy restarts of large files), so that it is fast and deterministic here
+/// (`tests/search.rs` tests it further).
+fn plan_any(p: &dyn Planner, problem: &Problem) -> Result<Plan, PlanError> {
+    if p.name() == "search" {
+        let search = Search {
+            node_limit: Some(100),
+            time_limit: std::time::Duration::from_millis(500),
+            threads: 1,
+            ..Search::default()
+        };
+        return search.plan(problem);
+    }
+    p.plan(problem)
 }
 
 /// Plans with `name`, checks the plan with the reference checker, returns it.
@@ -349,7 +365,7 @@ fn an_arena_beyond_64_bits_is_an_error_not_a_wrap() {
     ])
     .unwrap();
     for problem in [&too_big, &misaligned_top] {
-        for name in GREEDY.iter().chain(&["best-of"]) {
+        for name in GREEDY.iter().chain(&["best-of", "search"]) {
             assert_eq!(
                 planner(name).plan(problem),
                 Err(PlanError::ArenaOverflow),
@@ -363,7 +379,7 @@ fn an_arena_beyond_64_bits_is_an_error_not_a_wrap() {
         Buffer::new("x", 5, 0, 2),
     ])
     .unwrap();
-    for name in GREEDY {
+    for name in GREEDY.iter().chain(&["search"]) {
         assert_eq!(
             checked_plan(name, &exact).arena_bytes,
             Some(u64::MAX),
@@ -395,7 +411,8 @@ fn every_planner_is_registered_after_naive() {
             "greedy-temporal",
             "greedy-breadth",
             "best-of",
-            "strip"
+            "strip",
+            "search"
         ]
     );
     for p in planner::all() {
@@ -499,7 +516,7 @@ proptest! {
             .all(|b| b.fixed_offset.is_none() && b.alignment == 1);
         let mut greedy_min = u64::MAX;
         for p in planner::all() {
-            let plan = p.plan(&problem).unwrap();
+            let plan = plan_any(*p, &problem).unwrap();
             let report = check_naive(&problem, &plan);
             prop_assert!(report.is_valid(), "{}: {:?}", p.name(), report.violations);
             let arena = plan.arena_bytes.unwrap();
@@ -529,7 +546,7 @@ proptest! {
     #[test]
     fn planners_are_deterministic(problem in problems()) {
         for p in planner::all() {
-            prop_assert_eq!(p.plan(&problem), p.plan(&problem), "{}", p.name());
+            prop_assert_eq!(plan_any(*p, &problem), plan_any(*p, &problem), "{}", p.name());
         }
     }
 }
@@ -718,8 +735,7 @@ fn plan_and_check_file(file: &Path, checker: fn(&Problem, &Plan) -> memplan::che
     let lower = bound::max_live(&problem).unwrap();
     let mut greedy_min = u64::MAX;
     for p in planner::all() {
-        let plan = p
-            .plan(&problem)
+        let plan = plan_any(*p, &problem)
             .unwrap_or_else(|e| panic!("{} on {}: {e}", p.name(), file.display()));
         let report = checker(&problem, &plan);
         assert!(

@@ -14,6 +14,7 @@
 //! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
 //! | `best-of` | the five greedy planners in parallel | smallest arena wins |
 //! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
+//! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is
 //! deterministic.
@@ -33,12 +34,14 @@ mod breadth;
 mod greedy;
 mod naive;
 mod placement;
+pub mod search;
 pub mod strip;
 
 pub use best_of::{run_all, Attempt, BestOf};
 pub use breadth::Breadth;
 pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
+pub use search::Search;
 pub use strip::{Metric, Stop, Strip, StripOutcome};
 
 /// Why a planner produced no plan.
@@ -73,6 +76,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Breadth,
         &BestOf,
         &Strip::DEFAULT,
+        &Search::DEFAULT,
     ]
 }
 

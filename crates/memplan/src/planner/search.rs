@@ -1,0 +1,1142 @@
+//! `search`: an anytime branch-and-bound over canonical placements that minimises the
+//! arena and says when the result is proven optimal.
+//!
+//! It starts from the best greedy plan ([`super::BestOf`]), so it is never worse than
+//! `best-of`, and improves it until the arena meets a lower bound, the search proves that
+//! nothing smaller exists, or the time (or node) limit runs out. See `doc/search.md` for
+//! the algorithm, the rules and measurements.
+//!
+//! # Canonical placements
+//!
+//! Any valid plan can be *compacted*: drop every buffer to the lowest aligned offset at
+//! which it overlaps none of the buffers below it that it must not share bytes with (and
+//! no fixed buffer). Compacting never raises the arena. A compacted plan is rebuilt by
+//! placing its buffers in increasing offset order, each at its *minimum offset*: the
+//! highest top of the placed buffers it must not share bytes with, rounded up to its
+//! alignment and pushed past fixed buffers. So the search only decides an *order*:
+//!
+//! ```text
+//!  address                                 node: every unplaced buffer has a minimum
+//!    ▲          ┌───── c (placed) ────┐     offset (the top of its placed neighbours);
+//!    │ ┌─ a ─┐  └─────────────────────┘     the search branches on which buffer goes
+//!    │ │     │ ┌─── b (placed) ──┐          next, lowest minimum offset first:
+//!    └─┴─────┴─┴─────────────────┴──▶ time      x at min(x) = top(b), y at top(c) ...
+//! ```
+//!
+//! # Pruning rules ([`Rules`], each switchable)
+//!
+//! The search is complete for "is there a plan with arena at most the cap?": among such
+//! plans, one with the least sum of offsets is compacted and obeys every rule below.
+//!
+//! - `canonical`: buffers are placed in non-decreasing (offset, preorder rank): one order
+//!   per compacted plan instead of every interleaving of independent buffers.
+//! - `dominance`: a buffer whose minimum offset is at or above the lowest *top* an
+//!   unplaced buffer could reach (`min_offset + size`) is not placed next: that other
+//!   buffer fits entirely below it, so a least-sum plan places it first.
+//! - `sections`: time is cut into sections between lifetime endpoints; in each section
+//!   the unplaced buffers live there are pairwise live together, so they need
+//!   `floor + remaining sizes <= cap`, where the floor is the lowest minimum offset among
+//!   them (and, with `canonical`, at least the offset just placed).
+//! - `hatless`: once a candidate whose unplaced neighbours all have minimum offsets at or
+//!   above its top has failed, the remaining candidates are skipped: a least-sum plan
+//!   places it at its current key, before any larger key (MiniMalloc's rule is the case of
+//!   no unplaced neighbour).
+//! - `restarts`: the search is restarted with a doubling node budget, cycling through
+//!   several static preorders (ranks used to break ties), so one bad early choice does not
+//!   trap the whole run (MiniMalloc's round robin).
+//!
+//! Always on: a node is cut where an unplaced buffer cannot fit under the cap
+//! (`min_offset + size > cap`); caps move in steps of `g`, which divides every compacted
+//! plan's arena (the gcd of sizes, alignments of unfixed buffers and fixed offsets).
+//!
+//! # Optimising
+//!
+//! Two searches share the incumbent: an *improver* whose cap is aimed between the bound and
+//! the incumbent (half way first, closer to the incumbent after each run that ends on its
+//! node budget empty-handed) and tightened to `arena - g` at every plan it finds (branch
+//! and bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
+//! `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
+//! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
+//! with one they alternate under the node budgets.
+//!
+//! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: the
+//! time goes to greedy restarts with randomly perturbed size orders.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::placement::{plan_in_order, Fit};
+use super::{BestOf, PlanError, Planner};
+use crate::bound::max_live;
+use crate::checker::check;
+use crate::plan::Plan;
+use crate::problem::Problem;
+
+/// Above this many buffers without a fixed offset, [`Search`] does greedy restarts
+/// instead of the exact search (whose nodes cost `O(n + sections)` each).
+pub const EXACT_LIMIT: usize = 2000;
+
+/// The pruning rules of the exact search; all on by [`Default`]. Switching one off never
+/// changes the optimum, only the number of nodes it takes to find and prove it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// Place buffers in non-decreasing (offset, rank) order only.
+    pub canonical: bool,
+    /// Skip buffers that would leave room for another entirely below them.
+    pub dominance: bool,
+    /// Per time section: floor + remaining sizes must fit under the cap.
+    pub sections: bool,
+    /// After a failed candidate that no unplaced neighbour can go below any more, skip the
+    /// remaining candidates (needs `canonical`).
+    pub hatless: bool,
+    /// Restart with doubling node budgets over several preorders.
+    pub restarts: bool,
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules::ALL
+    }
+}
+
+impl Rules {
+    /// Every rule on.
+    pub const ALL: Rules = Rules {
+        canonical: true,
+        dominance: true,
+        sections: true,
+        hatless: true,
+        restarts: true,
+    };
+
+    /// The rule names as [`Rules::parse`] reads them.
+    pub const NAMES: [&'static str; 5] =
+        ["canonical", "dominance", "sections", "hatless", "restarts"];
+
+    /// Reads a comma-separated list of rule names starting from all rules on; a leading
+    /// `-` switches a rule off, `+` or nothing on (`"-dominance,-restarts"`). An empty
+    /// string is all on.
+    pub fn parse(spec: &str) -> Result<Rules, String> {
+        let mut rules = Rules::default();
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (on, name) = match item.strip_prefix('-') {
+                Some(name) => (false, name),
+                None => (true, item.strip_prefix('+').unwrap_or(item)),
+            };
+            let slot = match name {
+                "canonical" => &mut rules.canonical,
+                "dominance" => &mut rules.dominance,
+                "sections" => &mut rules.sections,
+                "hatless" => &mut rules.hatless,
+                "restarts" => &mut rules.restarts,
+                _ => {
+                    return Err(format!(
+                        "unknown search rule '{name}'; known rules: {}",
+                        Rules::NAMES.join(", ")
+                    ))
+                }
+            };
+            *slot = on;
+        }
+        Ok(rules)
+    }
+}
+
+/// The `search` planner with its options.
+#[derive(Clone, Debug)]
+pub struct Search {
+    /// Wall-clock budget; the best plan found by then is returned.
+    pub time_limit: Duration,
+    /// Stop after this many search nodes (all threads together); `None` for no limit.
+    /// With one thread and a node limit that ends the search before the time limit, the
+    /// result is deterministic.
+    pub node_limit: Option<u64>,
+    /// Seed of the preorder rotation and of the greedy perturbations.
+    pub seed: u64,
+    /// Worker threads; 0 for every available core. The exact search uses at most 2 (an
+    /// improver and a prover), the greedy restarts all of them.
+    pub threads: usize,
+    /// The pruning rules.
+    pub rules: Rules,
+}
+
+impl Search {
+    /// 5 s, no node limit, seed 0, every available core, all rules on.
+    pub const DEFAULT: Search = Search {
+        time_limit: Duration::from_secs(5),
+        node_limit: None,
+        seed: 0,
+        threads: 0,
+        rules: Rules::ALL,
+    };
+}
+
+impl Default for Search {
+    fn default() -> Search {
+        Search::DEFAULT
+    }
+}
+
+/// Why the search stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The arena equals the lower bound.
+    LowerBound,
+    /// The search below the incumbent was exhausted: proven optimal.
+    Exhausted,
+    /// The time limit ran out.
+    TimeLimit,
+    /// The node limit ran out.
+    NodeLimit,
+}
+
+impl Stop {
+    /// A short name for tables and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::LowerBound => "lower-bound",
+            Stop::Exhausted => "exhausted",
+            Stop::TimeLimit => "time-limit",
+            Stop::NodeLimit => "node-limit",
+        }
+    }
+}
+
+/// The result of [`Search::run`].
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The best plan found (checked valid).
+    pub plan: Plan,
+    /// Its arena.
+    pub arena: u64,
+    /// The arena of the starting greedy plan (`best-of`).
+    pub start_arena: u64,
+    /// The best lower bound known at the end (max-live, raised by exhausted searches).
+    pub lower_bound: u64,
+    /// True when no valid plan has a smaller arena.
+    pub proven_optimal: bool,
+    /// Search nodes visited (all threads); 0 when no exact search ran.
+    pub nodes: u64,
+    /// When the returned plan was found, from the start.
+    pub found_after: Duration,
+    /// Total time.
+    pub elapsed: Duration,
+    /// Why it stopped.
+    pub stop: Stop,
+    /// True when the exact search ran (false: greedy restarts only).
+    pub exact: bool,
+}
+
+/// A snapshot for progress displays.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Arena of the incumbent.
+    pub best: u64,
+    /// Lower bound.
+    pub lower_bound: u64,
+    /// Nodes so far.
+    pub nodes: u64,
+    /// Time so far.
+    pub elapsed: Duration,
+}
+
+/// A progress callback; called from the search threads.
+pub type OnProgress<'a> = &'a (dyn Fn(Progress) + Sync);
+
+impl Planner for Search {
+    fn name(&self) -> &'static str {
+        "search"
+    }
+
+    fn description(&self) -> &'static str {
+        "anytime exact search over canonical placements from best-of; proves optimality (5 s)"
+    }
+
+    fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
+        self.run(problem, None).map(|o| o.plan)
+    }
+}
+
+impl Search {
+    /// Plans `problem`, reporting progress to `progress` (at most every 200 ms, and when
+    /// the incumbent or the bound changes).
+    pub fn run(
+        &self,
+        problem: &Problem,
+        progress: Option<OnProgress>,
+    ) -> Result<Outcome, PlanError> {
+        let started = Instant::now();
+        let start = BestOf.plan(problem)?;
+        let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
+        let unfixed = problem
+            .buffers()
+            .iter()
+            .filter(|b| b.fixed_offset.is_none())
+            .count();
+        let exact = unfixed <= EXACT_LIMIT;
+        let (g, fixed_top) = granularity(problem);
+        let bound = max_live(problem)
+            .unwrap_or(0)
+            .max(fixed_top)
+            .checked_next_multiple_of(g)
+            .unwrap_or(u64::MAX);
+        let shared = Shared {
+            best: AtomicU64::new(start_arena),
+            lower: AtomicU64::new(bound.min(start_arena)),
+            incumbent: Mutex::new(Incumbent {
+                offsets: start.offsets.clone(),
+                found_after: started.elapsed(),
+            }),
+            done: AtomicBool::new(start_arena <= bound),
+            stop: Mutex::new(None),
+            nodes: AtomicU64::new(0),
+            started,
+            deadline: started + self.time_limit,
+            node_limit: self.node_limit.unwrap_or(u64::MAX),
+            progress,
+            last_report: Mutex::new(started),
+        };
+        let threads = match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        if !shared.done.load(Ordering::Relaxed) {
+            shared.report(true);
+            if exact {
+                let model = Model::new(problem);
+                let roles: &[Role] = if threads >= 2 {
+                    &[Role::Improve, Role::Prove]
+                } else {
+                    &[Role::Both]
+                };
+                run_threads(roles.len(), |i| drive(&model, &shared, self, roles[i]));
+            } else {
+                run_threads(threads, |i| perturb(problem, &shared, self.seed, i as u64));
+            }
+        }
+        let best = shared.best.load(Ordering::Relaxed);
+        let lower = shared.lower.load(Ordering::Relaxed);
+        let incumbent = shared
+            .incumbent
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut plan = Plan::new(problem, incumbent.offsets).ok_or(PlanError::ArenaOverflow)?;
+        let mut found_after = incumbent.found_after;
+        if !check(problem, &plan).is_valid() || plan.arena_bytes != Some(best) {
+            debug_assert!(false, "search produced an invalid plan");
+            plan = start;
+            found_after = Duration::ZERO;
+        }
+        let arena = plan.arena_bytes.unwrap_or(start_arena);
+        let proven_optimal = arena <= lower;
+        let stop = if proven_optimal {
+            let recorded = *shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+            recorded.unwrap_or(Stop::LowerBound)
+        } else if shared.nodes.load(Ordering::Relaxed) >= shared.node_limit {
+            Stop::NodeLimit
+        } else {
+            Stop::TimeLimit
+        };
+        Ok(Outcome {
+            plan,
+            arena,
+            start_arena,
+            lower_bound: lower.min(arena),
+            proven_optimal,
+            nodes: shared.nodes.load(Ordering::Relaxed),
+            found_after,
+            elapsed: started.elapsed(),
+            stop,
+            exact,
+        })
+    }
+}
+
+/// Runs `work(0..count)` on `count` scoped threads (the calling thread is one of them).
+fn run_threads(count: usize, work: impl Fn(usize) + Sync) {
+    if count <= 1 {
+        work(0);
+        return;
+    }
+    std::thread::scope(|scope| {
+        for i in 1..count {
+            let work = &work;
+            let spawned = std::thread::Builder::new()
+                .stack_size(64 << 20)
+                .spawn_scoped(scope, move || work(i));
+            if spawned.is_err() {
+                work(i);
+            }
+        }
+        work(0);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared state.
+
+struct Incumbent {
+    offsets: Vec<u64>,
+    found_after: Duration,
+}
+
+struct Shared<'a> {
+    best: AtomicU64,
+    lower: AtomicU64,
+    incumbent: Mutex<Incumbent>,
+    done: AtomicBool,
+    stop: Mutex<Option<Stop>>,
+    nodes: AtomicU64,
+    started: Instant,
+    deadline: Instant,
+    node_limit: u64,
+    progress: Option<OnProgress<'a>>,
+    last_report: Mutex<Instant>,
+}
+
+impl Shared<'_> {
+    /// Records a plan if it beats the incumbent.
+    fn offer(&self, arena: u64, offsets: impl FnOnce() -> Vec<u64>) {
+        let mut incumbent = self.incumbent.lock().unwrap_or_else(|e| e.into_inner());
+        if arena < self.best.load(Ordering::Relaxed) {
+            incumbent.offsets = offsets();
+            incumbent.found_after = self.started.elapsed();
+            self.best.store(arena, Ordering::Relaxed);
+            drop(incumbent);
+            self.finish_if_optimal(Stop::LowerBound);
+            self.report(true);
+        }
+    }
+
+    /// Raises the lower bound to `lower`.
+    fn raise(&self, lower: u64) {
+        self.lower.fetch_max(lower, Ordering::Relaxed);
+        self.finish_if_optimal(Stop::Exhausted);
+        self.report(true);
+    }
+
+    fn finish_if_optimal(&self, reason: Stop) {
+        if self.lower.load(Ordering::Relaxed) >= self.best.load(Ordering::Relaxed) {
+            let mut stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
+            if stop.is_none() {
+                *stop = Some(reason);
+            }
+            self.done.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds nodes; true when the search must stop (done, time or node limit).
+    fn poll(&self, nodes: u64) -> bool {
+        let total = self.nodes.fetch_add(nodes, Ordering::Relaxed) + nodes;
+        if total >= self.node_limit || Instant::now() >= self.deadline {
+            self.done.store(true, Ordering::Relaxed);
+        }
+        self.report(false);
+        self.done.load(Ordering::Relaxed)
+    }
+
+    fn report(&self, force: bool) {
+        let Some(progress) = self.progress else {
+            return;
+        };
+        let Ok(mut last) = self.last_report.try_lock() else {
+            return;
+        };
+        if force || last.elapsed() >= Duration::from_millis(200) {
+            *last = Instant::now();
+            progress(Progress {
+                best: self.best.load(Ordering::Relaxed),
+                lower_bound: self.lower.load(Ordering::Relaxed),
+                nodes: self.nodes.load(Ordering::Relaxed),
+                elapsed: self.started.elapsed(),
+            });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The model of the exact search: the unfixed buffers, their neighbours, the sections.
+
+/// `offset` of an unplaced buffer.
+const UNPLACED: u64 = u64::MAX;
+
+struct Model {
+    /// Number of unfixed buffers (the searched ones).
+    n: usize,
+    /// Problem id of each searched buffer; `ids.len() == n`.
+    ids: Vec<u32>,
+    size: Vec<u64>,
+    align: Vec<u64>,
+    /// Lifetime lengths (`end - start`).
+    length: Vec<u64>,
+    /// `adj[adj_first[i]..adj_first[i + 1]]`: searched buffers that must not share bytes
+    /// with `i` (live together or a conflict pair).
+    adj_first: Vec<u32>,
+    adj: Vec<u32>,
+    /// Fixed buffers `i` must avoid: `(offset, offset + size)`, sorted.
+    obstacles: Vec<Vec<(u64, u64)>>,
+    /// Section ranges `[lo, hi)` covered by each buffer's live segments.
+    spans: Vec<Vec<(u32, u32)>>,
+    /// Sum of the sizes live in each section.
+    section_total: Vec<u64>,
+    /// The searched buffers live in each section.
+    members: Vec<Vec<u32>>,
+    /// The offsets of the fixed buffers (`UNPLACED` for searched ones), by problem id.
+    fixed_offsets: Vec<u64>,
+    /// Highest top of a fixed buffer (0 when none).
+    fixed_top: u64,
+    /// Every arena of a compacted plan is a multiple of `g`.
+    g: u64,
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// `(g, fixed_top)`: every offset of a compacted plan, hence its arena, is a multiple of
+/// `g` (the gcd of the sizes, the alignments of unfixed buffers and the fixed offsets);
+/// `fixed_top` is the highest top of a fixed buffer (0 when none).
+fn granularity(problem: &Problem) -> (u64, u64) {
+    let mut g = 0;
+    let mut fixed_top = 0u64;
+    for b in problem.buffers() {
+        g = gcd(g, b.size);
+        match b.fixed_offset {
+            Some(offset) => {
+                g = gcd(g, offset);
+                fixed_top = fixed_top.max(offset.saturating_add(b.size));
+            }
+            None => g = gcd(g, b.alignment),
+        }
+    }
+    (g.max(1), fixed_top)
+}
+
+impl Model {
+    fn new(problem: &Problem) -> Model {
+        let buffers = problem.buffers();
+        let ids: Vec<u32> = (0..buffers.len() as u32)
+            .filter(|&i| buffers[i as usize].fixed_offset.is_none())
+            .collect();
+        let n = ids.len();
+        let mut local = vec![u32::MAX; buffers.len()];
+        for (l, &id) in ids.iter().enumerate() {
+            local[id as usize] = l as u32;
+        }
+        let (g, fixed_top) = granularity(problem);
+        let mut fixed_offsets = vec![UNPLACED; buffers.len()];
+        for (i, b) in buffers.iter().enumerate() {
+            if let Some(offset) = b.fixed_offset {
+                fixed_offsets[i] = offset;
+            }
+        }
+
+        // Pairs that must not share bytes: sweep over lifetimes sorted by start, then the
+        // exact test with gaps; conflict pairs added on top.
+        let mut order: Vec<usize> = (0..buffers.len()).collect();
+        order.sort_unstable_by_key(|&i| (buffers[i].lifetime.start, i));
+        let mut neighbours: Vec<Vec<u32>> = vec![Vec::new(); buffers.len()];
+        let mut active: Vec<usize> = Vec::new();
+        for &i in &order {
+            let start = buffers[i].lifetime.start;
+            active.retain(|&j| buffers[j].lifetime.end > start);
+            for &j in &active {
+                if buffers[i].live_together(&buffers[j]) {
+                    neighbours[i].push(j as u32);
+                    neighbours[j].push(i as u32);
+                }
+            }
+            active.push(i);
+        }
+        for &(a, b) in problem.conflicts() {
+            neighbours[a.index()].push(b.0);
+            neighbours[b.index()].push(a.0);
+        }
+        let mut adj_first = Vec::with_capacity(n + 1);
+        let mut adj = Vec::new();
+        let mut obstacles = Vec::with_capacity(n);
+        for &id in &ids {
+            adj_first.push(adj.len() as u32);
+            let mut list: Vec<u32> = neighbours[id as usize]
+                .iter()
+                .filter_map(|&j| (local[j as usize] != u32::MAX).then_some(local[j as usize]))
+                .collect();
+            list.sort_unstable();
+            list.dedup();
+            adj.extend(list);
+            let mut obs: Vec<(u64, u64)> = neighbours[id as usize]
+                .iter()
+                .filter(|&&j| local[j as usize] == u32::MAX)
+                .map(|&j| {
+                    let o = fixed_offsets[j as usize];
+                    (o, o.saturating_add(buffers[j as usize].size))
+                })
+                .collect();
+            obs.sort_unstable();
+            obs.dedup();
+            obstacles.push(obs);
+        }
+        adj_first.push(adj.len() as u32);
+
+        let mut points: Vec<u64> = Vec::new();
+        for &id in &ids {
+            for s in buffers[id as usize].live_segments() {
+                points.push(s.start);
+                points.push(s.end);
+            }
+        }
+        points.sort_unstable();
+        points.dedup();
+        let sections = points.len().saturating_sub(1);
+        let mut section_total = vec![0u64; sections];
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); sections];
+        let mut spans = Vec::with_capacity(n);
+        for (l, &id) in ids.iter().enumerate() {
+            let b = &buffers[id as usize];
+            let mut list = Vec::new();
+            for s in b.live_segments() {
+                let lo = points.partition_point(|&t| t < s.start) as u32;
+                let hi = points.partition_point(|&t| t < s.end) as u32;
+                for s in lo as usize..hi as usize {
+                    section_total[s] = section_total[s].saturating_add(b.size);
+                    members[s].push(l as u32);
+                }
+                list.push((lo, hi));
+            }
+            spans.push(list);
+        }
+        Model {
+            n,
+            size: ids.iter().map(|&i| buffers[i as usize].size).collect(),
+            align: ids.iter().map(|&i| buffers[i as usize].alignment).collect(),
+            length: ids
+                .iter()
+                .map(|&i| buffers[i as usize].lifetime.len())
+                .collect(),
+            ids,
+            adj_first,
+            adj,
+            obstacles,
+            spans,
+            section_total,
+            members,
+            fixed_offsets,
+            fixed_top,
+            g,
+        }
+    }
+
+    fn neighbours(&self, i: usize) -> &[u32] {
+        &self.adj[self.adj_first[i] as usize..self.adj_first[i + 1] as usize]
+    }
+
+    /// The lowest aligned offset `>= floor` where buffer `i` avoids its fixed obstacles;
+    /// `UNPLACED` when none fits in 64 bits.
+    fn lowest_from(&self, i: usize, floor: u64) -> u64 {
+        let (size, align) = (self.size[i], self.align[i]);
+        let Some(mut p) = floor.checked_next_multiple_of(align) else {
+            return UNPLACED;
+        };
+        for &(lo, hi) in &self.obstacles[i] {
+            let Some(end) = p.checked_add(size) else {
+                return UNPLACED;
+            };
+            if lo >= end {
+                break;
+            }
+            if hi > p {
+                match hi.checked_next_multiple_of(align) {
+                    Some(q) => p = q,
+                    None => return UNPLACED,
+                }
+            }
+        }
+        if p.checked_add(size).is_none() {
+            return UNPLACED;
+        }
+        p
+    }
+
+    /// The static preorders used as tie-breaks: `rank[i]` for each heuristic, after
+    /// MiniMalloc's W (lifetime length), A (size times length) and T (largest total size
+    /// live in a section it spans), plus variants counting sections instead of steps.
+    fn preorders(&self) -> Vec<Vec<u32>> {
+        let total: Vec<u64> = (0..self.n)
+            .map(|i| {
+                self.spans[i]
+                    .iter()
+                    .flat_map(|&(lo, hi)| self.section_total[lo as usize..hi as usize].iter())
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let width = &self.length;
+        let sections: Vec<u64> = (0..self.n)
+            .map(|i| {
+                self.spans[i]
+                    .iter()
+                    .map(|&(lo, hi)| u64::from(hi - lo))
+                    .sum()
+            })
+            .collect();
+        let section_area: Vec<u128> = (0..self.n)
+            .map(|i| u128::from(self.size[i]) * u128::from(sections[i]))
+            .collect();
+        let area: Vec<u128> = (0..self.n)
+            .map(|i| u128::from(self.size[i]) * u128::from(width[i]))
+            .collect();
+        let keys: [&dyn Fn(usize) -> (u128, u128, u128); 6] = [
+            &|i| (width[i].into(), area[i], total[i].into()),
+            &|i| (total[i].into(), sections[i].into(), section_area[i]),
+            &|i| (total[i].into(), area[i], width[i].into()),
+            &|i| (sections[i].into(), section_area[i], total[i].into()),
+            &|i| (total[i].into(), width[i].into(), area[i]),
+            &|i| (section_area[i], total[i].into(), sections[i].into()),
+        ];
+        keys.iter()
+            .map(|key| {
+                let mut order: Vec<usize> = (0..self.n).collect();
+                order.sort_by_key(|&i| (std::cmp::Reverse(key(i)), i));
+                let mut rank = vec![0u32; self.n];
+                for (r, &i) in order.iter().enumerate() {
+                    rank[i] = r as u32;
+                }
+                rank
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The depth-first search.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Cap `best - g`, tightened at every plan found.
+    Improve,
+    /// Cap = the lower bound.
+    Prove,
+    /// Both, alternating (one thread).
+    Both,
+}
+
+/// How a search run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    /// Keep going (the subtree is done).
+    Continue,
+    /// A plan at or below the target was found.
+    Target,
+    /// The run's node budget ran out.
+    Budget,
+    /// The whole search must stop (done, time or node limit).
+    Abort,
+}
+
+struct Worker<'m, 's> {
+    m: &'m Model,
+    shared: &'s Shared<'s>,
+    rules: Rules,
+    rank: Vec<u32>,
+    offset: Vec<u64>,
+    /// Highest top of the placed neighbours.
+    raw: Vec<u64>,
+    min_off: Vec<u64>,
+    /// The unplaced sizes live in each section.
+    remaining: Vec<u64>,
+    unplaced: usize,
+    buffer_log: Vec<(u32, u64, u64)>,
+    candidates: Vec<u32>,
+    /// The lowest minimum offset among the unplaced buffers live in each section (kept
+    /// up to date by `place`, restored by `undo`).
+    floors: Vec<u64>,
+    floor_log: Vec<(u32, u64)>,
+    /// Sections to recompute after a placement (`marked[s] == stamp` when listed).
+    dirty: Vec<u32>,
+    marked: Vec<u32>,
+    stamp: u32,
+    cap: u64,
+    target: u64,
+    /// Nodes of this run, and since the last poll.
+    nodes: u64,
+    unpolled: u64,
+    /// Nodes between polls of the shared state (fewer under a small node limit).
+    poll_every: u64,
+    budget: u64,
+    found: bool,
+}
+
+impl<'m, 's> Worker<'m, 's> {
+    fn new(m: &'m Model, shared: &'s Shared<'s>, rules: Rules, rank: Vec<u32>) -> Self {
+        Worker {
+            m,
+            shared,
+            rules,
+            rank,
+            offset: vec![UNPLACED; m.n],
+            raw: vec![0; m.n],
+            min_off: (0..m.n).map(|i| m.lowest_from(i, 0)).collect(),
+            remaining: m.section_total.clone(),
+            unplaced: m.n,
+            buffer_log: Vec::new(),
+            candidates: Vec::new(),
+            floors: (0..m.section_total.len())
+                .map(|s| {
+                    m.members[s]
+                        .iter()
+                        .map(|&i| m.lowest_from(i as usize, 0))
+                        .min()
+                        .unwrap_or(UNPLACED)
+                })
+                .collect(),
+            floor_log: Vec::new(),
+            dirty: Vec::new(),
+            marked: vec![0; m.section_total.len()],
+            stamp: 0,
+            cap: 0,
+            target: 0,
+            nodes: 0,
+            unpolled: 0,
+            poll_every: shared.node_limit.clamp(1, 256),
+            budget: u64::MAX,
+            found: false,
+        }
+    }
+
+    /// One run from the root with this cap, target and node budget.
+    fn run(&mut self, cap: u64, target: u64, budget: u64) -> Flow {
+        self.cap = cap;
+        self.target = target;
+        self.budget = budget;
+        self.nodes = 0;
+        self.found = false;
+        let flow = self.dfs((0, 0));
+        self.flush();
+        flow
+    }
+
+    fn flush(&mut self) -> bool {
+        let unpolled = std::mem::take(&mut self.unpolled);
+        let stop = self.shared.poll(unpolled);
+        let best = self.shared.best.load(Ordering::Relaxed);
+        self.cap = self.cap.min(best.saturating_sub(self.m.g));
+        stop
+    }
+
+    fn dfs(&mut self, last: (u64, u32)) -> Flow {
+        self.nodes += 1;
+        self.unpolled += 1;
+        if self.nodes >= self.budget {
+            return Flow::Budget;
+        }
+        if self.unpolled >= self.poll_every && self.flush() {
+            return Flow::Abort;
+        }
+        if self.unplaced == 0 {
+            return self.leaf();
+        }
+        let m = self.m;
+        let mut min_height = u64::MAX;
+        for i in 0..m.n {
+            if self.offset[i] == UNPLACED {
+                let height = self.min_off[i].saturating_add(m.size[i]);
+                if height > self.cap {
+                    return Flow::Continue;
+                }
+                min_height = min_height.min(height);
+            }
+        }
+        let start = self.candidates.len();
+        for i in 0..m.n {
+            if self.offset[i] != UNPLACED {
+                continue;
+            }
+            let key = (self.min_off[i], self.rank[i]);
+            if self.rules.canonical && key < last {
+                continue;
+            }
+            if self.rules.dominance && key.0 >= min_height {
+                continue;
+            }
+            self.candidates.push(i as u32);
+        }
+        let (min_off, rank) = (&self.min_off, &self.rank);
+        self.candidates[start..].sort_unstable_by_key(|&i| (min_off[i as usize], rank[i as usize]));
+        let end = self.candidates.len();
+        for k in start..end {
+            let i = self.candidates[k] as usize;
+            let offset = self.min_off[i];
+            let mark = self.place(i, offset);
+            let flow = if !self.rules.sections || self.sections_fit(offset) {
+                self.dfs((offset, self.rank[i]))
+            } else {
+                Flow::Continue
+            };
+            self.undo(i, mark);
+            if flow != Flow::Continue {
+                self.candidates.truncate(start);
+                return flow;
+            }
+            if self.rules.canonical && self.rules.hatless && self.is_final(i) {
+                break;
+            }
+        }
+        self.candidates.truncate(start);
+        Flow::Continue
+    }
+
+    fn leaf(&mut self) -> Flow {
+        let m = self.m;
+        let arena = (0..m.n)
+            .map(|i| self.offset[i] + m.size[i])
+            .max()
+            .unwrap_or(0)
+            .max(m.fixed_top);
+        self.found = true;
+        self.shared.offer(arena, || {
+            let mut offsets = m.fixed_offsets.clone();
+            for (l, &id) in m.ids.iter().enumerate() {
+                offsets[id as usize] = self.offset[l];
+            }
+            offsets
+        });
+        self.cap = self.cap.min(arena.saturating_sub(m.g));
+        if arena <= self.target {
+            Flow::Target
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// Places `i` at `offset`; returns the log mark for [`Worker::undo`].
+    fn place(&mut self, i: usize, offset: u64) -> (usize, usize) {
+        let m = self.m;
+        let mark = (self.buffer_log.len(), self.floor_log.len());
+        let height = offset + m.size[i];
+        self.offset[i] = offset;
+        self.unplaced -= 1;
+        for &j in m.neighbours(i) {
+            let j = j as usize;
+            if self.offset[j] == UNPLACED && self.raw[j] < height {
+                self.buffer_log
+                    .push((j as u32, self.raw[j], self.min_off[j]));
+                self.raw[j] = height;
+                if self.min_off[j] < height {
+                    self.min_off[j] = m.lowest_from(j, height);
+                }
+            }
+        }
+        for &(lo, hi) in &m.spans[i] {
+            for rem in &mut self.remaining[lo as usize..hi as usize] {
+                *rem -= m.size[i];
+            }
+        }
+        if self.rules.sections {
+            // A floor can only rise where it was set by `i` (now placed) or by a buffer
+            // whose minimum offset just rose: mark those sections, then recompute each once.
+            self.stamp = self.stamp.wrapping_add(1);
+            if self.stamp == 0 {
+                self.marked.iter_mut().for_each(|x| *x = 0);
+                self.stamp = 1;
+            }
+            self.mark_floors(i, offset);
+            for k in mark.0..self.buffer_log.len() {
+                let (j, _, old) = self.buffer_log[k];
+                if self.min_off[j as usize] != old {
+                    self.mark_floors(j as usize, old);
+                }
+            }
+            while let Some(s) = self.dirty.pop() {
+                let s = s as usize;
+                let floor = m.members[s]
+                    .iter()
+                    .filter(|&&j| self.offset[j as usize] == UNPLACED)
+                    .map(|&j| self.min_off[j as usize])
+                    .min()
+                    .unwrap_or(UNPLACED);
+                if floor != self.floors[s] {
+                    self.floor_log.push((s as u32, self.floors[s]));
+                    self.floors[s] = floor;
+                }
+            }
+        }
+        mark
+    }
+
+    /// Marks `i`'s sections whose floor equals `old` (`i`'s minimum offset before).
+    fn mark_floors(&mut self, i: usize, old: u64) {
+        for &(lo, hi) in &self.m.spans[i] {
+            for s in lo as usize..hi as usize {
+                if self.floors[s] == old && self.marked[s] != self.stamp {
+                    self.marked[s] = self.stamp;
+                    self.dirty.push(s as u32);
+                }
+            }
+        }
+    }
+
+    fn undo(&mut self, i: usize, (buffers, floors): (usize, usize)) {
+        let m = self.m;
+        for &(s, floor) in self.floor_log[floors..].iter().rev() {
+            self.floors[s as usize] = floor;
+        }
+        self.floor_log.truncate(floors);
+        for &(j, raw, min_off) in self.buffer_log[buffers..].iter().rev() {
+            self.raw[j as usize] = raw;
+            self.min_off[j as usize] = min_off;
+        }
+        self.buffer_log.truncate(buffers);
+        for &(lo, hi) in &m.spans[i] {
+            for rem in &mut self.remaining[lo as usize..hi as usize] {
+                *rem += m.size[i];
+            }
+        }
+        self.offset[i] = UNPLACED;
+        self.unplaced += 1;
+    }
+
+    /// True when every unplaced neighbour of `i` has its minimum offset at or above `i`'s
+    /// top. Then in a plan of least offset sum `i` sits at its minimum offset (anything
+    /// placed before it lies above its top, so it could drop there), its key
+    /// `(min_offset, rank)` is final, every canonical completion of this node places it
+    /// before any candidate with a larger key, and once it has failed the later candidates
+    /// need not be tried. MiniMalloc's "hatless" rule is the case of no unplaced neighbour.
+    fn is_final(&self, i: usize) -> bool {
+        let top = self.min_off[i].saturating_add(self.m.size[i]);
+        self.m.neighbours(i).iter().all(|&j| {
+            let j = j as usize;
+            self.offset[j] != UNPLACED || self.min_off[j] >= top
+        })
+    }
+
+    /// The section rule after placing a buffer at `offset`: in every section, the unplaced
+    /// buffers live there go above the section floor and need their total size below the
+    /// cap. The floor is the lowest minimum offset among them (each is at or above its
+    /// own), and with `canonical` at least `offset`.
+    fn sections_fit(&self, offset: u64) -> bool {
+        let mono = if self.rules.canonical { offset } else { 0 };
+        self.floors
+            .iter()
+            .zip(&self.remaining)
+            .all(|(&floor, &rem)| rem == 0 || floor.max(mono).saturating_add(rem) <= self.cap)
+    }
+}
+
+/// One thread of the exact search: runs its role under doubling node budgets, cycling
+/// through the preorders (rotated by the seed), until the shared search is done.
+fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
+    let preorders = model.preorders();
+    let rules = options.rules;
+    let first = (options.seed as usize + usize::from(role == Role::Prove)) % preorders.len();
+    let mut budget = if rules.restarts {
+        (model.n as u64).max(64) * 4
+    } else {
+        u64::MAX
+    };
+    let g = model.g;
+    let mut round = 0usize;
+    // Without restarts a run never ends on its budget: aim straight below the incumbent.
+    let mut aim: u64 = if rules.restarts { 4 } else { 8 };
+    loop {
+        let rank = preorders[(first + round) % preorders.len()].clone();
+        let mut worker = Worker::new(model, shared, rules, rank);
+        let steps: &[Role] = match role {
+            Role::Both => &[Role::Prove, Role::Improve],
+            _ => std::slice::from_ref(&role),
+        };
+        for &step in steps {
+            if shared.done.load(Ordering::Relaxed) {
+                return;
+            }
+            let best = shared.best.load(Ordering::Relaxed);
+            let lower = shared.lower.load(Ordering::Relaxed);
+            let improve_cap = best.saturating_sub(g);
+            let cap = if step == Role::Prove {
+                lower.min(improve_cap)
+            } else {
+                // Aim `aim / 8` of the way from the bound to the incumbent: a tight cap
+                // prunes hard and finds good plans fast, or proves a better bound.
+                let gap = improve_cap.saturating_sub(lower);
+                let aimed = lower + (gap / 8).saturating_mul(aim);
+                (aimed - aimed % g).max(lower).min(improve_cap)
+            };
+            if best == 0 || cap < lower {
+                shared.raise(best);
+                return;
+            }
+            let flow = worker.run(cap, lower, budget);
+            match flow {
+                Flow::Continue => {
+                    // Exhausted: nothing at or below the final cap.
+                    shared.raise(worker.cap.saturating_add(g));
+                }
+                Flow::Abort => return,
+                Flow::Budget if step == Role::Improve && !worker.found => {
+                    aim = (aim + 2).min(8);
+                }
+                Flow::Target | Flow::Budget => {}
+            }
+        }
+        round += 1;
+        if rules.restarts && round % preorders.len() == 0 {
+            budget = budget.saturating_mul(2);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Greedy restarts for problems too large for the exact search.
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Plans with largest-first orders whose sizes are scaled by random factors in
+/// `[1 - e, 1 + e]` (e cycling through 1%, 3%, 10%), first-fit and best-fit alternately,
+/// until the shared search is done; offers every plan.
+fn perturb(problem: &Problem, shared: &Shared, seed: u64, thread: u64) {
+    let mut rng = Rng(seed ^ thread.wrapping_mul(0x5851_f42d_4c95_7f2d));
+    let buffers = problem.buffers();
+    let mut attempt = thread;
+    while !shared.done.load(Ordering::Relaxed) && Instant::now() < shared.deadline {
+        let spread = [0.01, 0.03, 0.1][(attempt / 2 % 3) as usize];
+        let fit = if attempt % 2 == 0 {
+            Fit::Best
+        } else {
+            Fit::First
+        };
+        let mut keyed: Vec<(f64, u32)> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let unit = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+                (
+                    b.size as f64 * (1.0 + spread * (2.0 * unit - 1.0)),
+                    i as u32,
+                )
+            })
+            .collect();
+        keyed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        if let Ok(plan) = plan_in_order(problem, keyed.into_iter().map(|(_, i)| i), fit) {
+            if let Some(arena) = plan.arena_bytes {
+                shared.offer(arena, || plan.offsets);
+            }
+        }
+        attempt += 2;
+        shared.poll(0);
+    }
+}
