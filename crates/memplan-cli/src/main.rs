@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod commands;
 mod input;
+mod pool;
 mod progress;
 mod table;
 
@@ -76,6 +77,10 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
     },
+    /// Method 3, the profile-guided tensor pool: train a plan from an allocation trace,
+    /// replay traces through allocators, compare them.
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
 }
 
 /// How `memplan bench` prints its result.
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
             format,
             repeat,
         } => commands::bench(&files, &planners, format, repeat),
+        Command::Pool(command) => pool::run(command),
     };
     match result {
         Ok(code) => code,
