@@ -92,6 +92,10 @@ pub struct TrainArgs {
     /// Leave allocations smaller than this many bytes out of the plan.
     #[arg(long, default_value_t = 0)]
     min_size: u64,
+    /// Lay the blocks out one after another instead of packing blocks never in use at
+    /// the same time into shared addresses.
+    #[arg(long)]
+    no_pack: bool,
     /// Number of the first iteration of a `.bin` trace (bin files carry no numbers).
     #[arg(long, default_value_t = 1)]
     first_iteration: u64,
@@ -187,7 +191,7 @@ pub struct ReplayReport {
     /// arena, prefaulted, is counted here).
     setup_minor_faults: u64,
     setup_peak_rss_bytes: u64,
-    /// The pool's plan total, if pool.
+    /// The pool's arena, if pool.
     plan_bytes: Option<u64>,
     plan_live_peak_bytes: Option<u64>,
     iterations: Vec<IterationReport>,
@@ -213,6 +217,8 @@ pub fn run(command: PoolCommand) -> Result<ExitCode> {
             replay,
             format,
         } => {
+            let (replay, _plan_file) =
+                with_plan(&trace, &replay, allocator == AllocatorKind::Pool)?;
             let report = spawn_child(&trace, allocator, &replay)?;
             print_replay(&report, format)?;
             Ok(ExitCode::SUCCESS)
@@ -248,6 +254,7 @@ fn options(trace: &Trace, args: &TrainArgs) -> Result<TrainOptions> {
         order: args.order.into(),
         iteration,
         min_size: args.min_size,
+        pack: !args.no_pack,
     })
 }
 
@@ -277,9 +284,12 @@ fn train_command(
                 ("order", options.order.name().to_string()),
                 ("tensors", stats.tensors.to_string()),
                 ("blocks", plan.blocks.len().to_string()),
-                ("total", bytes(stats.total_bytes)),
+                ("packed", (!args.no_pack).to_string()),
+                ("total of blocks", bytes(stats.total_bytes)),
+                ("arena", bytes(stats.arena_bytes)),
                 ("live peak", bytes(stats.live_peak_bytes)),
                 ("total / live peak", format!("{:.3}", stats.ratio)),
+                ("arena / live peak", format!("{:.3}", stats.arena_ratio)),
             ]);
             let rows: Vec<Vec<String>> = stats
                 .blocks_per_class
@@ -308,31 +318,71 @@ fn sweep(path: &Path, args: &TrainArgs, intervals: &[u64]) -> Result<ExitCode> {
             options.order = order;
             let plan = train(&trace, &options)?;
             let stats = plan.stats();
-            if best.is_none_or(|(total, _, _)| stats.total_bytes < total) {
-                best = Some((stats.total_bytes, g, order));
+            if best.is_none_or(|(arena, _, _)| stats.arena_bytes < arena) {
+                best = Some((stats.arena_bytes, g, order));
             }
             rows.push(vec![
                 g.to_string(),
                 order.name().to_string(),
                 plan.blocks.len().to_string(),
-                bytes(stats.total_bytes),
+                mib(stats.total_bytes),
                 format!("{:.3}", stats.ratio),
+                mib(stats.arena_bytes),
+                format!("{:.3}", stats.arena_ratio),
             ]);
         }
     }
     let mut text = columns(
-        &["interval", "order", "blocks", "total", "total/peak"],
+        &[
+            "interval",
+            "order",
+            "blocks",
+            "total of blocks",
+            "total/peak",
+            "arena",
+            "arena/peak",
+        ],
         &rows,
     );
-    if let Some((total, g, order)) = best {
+    if let Some((arena, g, order)) = best {
         text.push_str(&format!(
-            "\nsmallest: interval {g}, order {}: {}\n",
+            "\nsmallest arena: interval {g}, order {}: {}\n",
             order.name(),
-            bytes(total)
+            bytes(arena)
         ));
     }
     print!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A plan file removed when dropped.
+struct TempPlan(PathBuf);
+
+impl Drop for TempPlan {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// When the pool needs a plan and none is given, trains it here and writes it to a
+/// temporary file for the child, so that training does not count in the child's RSS.
+fn with_plan(
+    path: &Path,
+    args: &ReplayArgs,
+    needed: bool,
+) -> Result<(ReplayArgs, Option<TempPlan>)> {
+    let mut args = args.clone();
+    if !needed || args.plan.is_some() {
+        return Ok((args, None));
+    }
+    let trace = read_trace(path, &args.train)?;
+    let plan = train(&trace, &options(&trace, &args.train)?)
+        .with_context(|| format!("cannot train a plan from '{}'", path.display()))?;
+    let file = std::env::temp_dir().join(format!("memplan-pool-plan-{}.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_string(&plan)?)
+        .with_context(|| format!("cannot write '{}'", file.display()))?;
+    args.plan = Some(file.clone());
+    Ok((args, Some(TempPlan(file))))
 }
 
 fn spawn_child(trace: &Path, allocator: AllocatorKind, args: &ReplayArgs) -> Result<ReplayReport> {
@@ -347,6 +397,9 @@ fn spawn_child(trace: &Path, allocator: AllocatorKind, args: &ReplayArgs) -> Res
         .args(["--order", args.train.order.to_possible_value_name()])
         .args(["--min-size", &args.train.min_size.to_string()])
         .args(["--first-iteration", &args.train.first_iteration.to_string()]);
+    if args.train.no_pack {
+        command.arg("--no-pack");
+    }
     if let Some(iteration) = args.train.iteration {
         command.args(["--iteration", &iteration.to_string()]);
     }
@@ -447,7 +500,7 @@ fn rate(rate: Option<f64>) -> String {
 }
 
 fn bench(path: &Path, args: &ReplayArgs) -> Result<ExitCode> {
-    let mut args = args.clone();
+    let (mut args, _plan_file) = with_plan(path, args, true)?;
     args.touch = true;
     let mut reports = Vec::new();
     for allocator in AllocatorKind::ALL {
@@ -510,12 +563,12 @@ fn bench(path: &Path, args: &ReplayArgs) -> Result<ExitCode> {
         first + 1
     );
     if let Some(pool) = reports.iter().find(|r| r.allocator == AllocatorKind::Pool) {
-        if let (Some(total), Some(peak)) = (pool.plan_bytes, pool.plan_live_peak_bytes) {
+        if let (Some(arena), Some(peak)) = (pool.plan_bytes, pool.plan_live_peak_bytes) {
             println!(
-                "pool plan: {} for a live peak of {} ({:.3}x)",
-                mib(total),
+                "pool plan: arena {} for a live peak of {} ({:.3}x)",
+                mib(arena),
                 mib(peak),
-                total as f64 / peak.max(1) as f64
+                arena as f64 / peak.max(1) as f64
             );
         }
     }
@@ -629,28 +682,82 @@ fn usage() -> (u64, u64) {
     )
 }
 
+/// One request of the replay, compact: the live allocation it makes or frees is known by
+/// a slot, reused once freed, so the replay's own memory stays small beside the
+/// allocator's.
+struct Step {
+    size: usize,
+    align: u32,
+    alloc: bool,
+    slot: u32,
+}
+
+/// The trace as steps, per iteration (number, steps), and the number of slots.
+fn steps(trace: &Trace) -> Result<(Vec<(u64, Vec<Step>)>, usize)> {
+    let mut slot_of: HashMap<u64, u32> = HashMap::new();
+    let mut free_slots: Vec<u32> = Vec::new();
+    let mut slots = 0u32;
+    let mut out = Vec::with_capacity(trace.iterations.len());
+    for iteration in &trace.iterations {
+        let mut steps = Vec::with_capacity(iteration.events.len());
+        for event in trace.events_of(iteration) {
+            let size = usize::try_from(event.size).context("size does not fit in memory")?;
+            let align = u32::try_from(event.align).context("alignment does not fit")?;
+            let slot = match event.op {
+                Op::Alloc => {
+                    let slot = free_slots.pop().unwrap_or_else(|| {
+                        slots += 1;
+                        slots - 1
+                    });
+                    slot_of.insert(event.id, slot);
+                    slot
+                }
+                Op::Free => {
+                    // The trace reader checked that every free names a live id.
+                    let slot = slot_of.remove(&event.id).context("free of an unknown id")?;
+                    free_slots.push(slot);
+                    slot
+                }
+            };
+            steps.push(Step {
+                size,
+                align,
+                alloc: event.op == Op::Alloc,
+                slot,
+            });
+        }
+        out.push((iteration.number, steps));
+    }
+    Ok((out, slots as usize))
+}
+
 fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<ReplayReport> {
     let trace = read_trace(path, &args.train)?;
-    let mut pool_plan: Option<Plan> = None;
-    let chosen = match kind {
-        AllocatorKind::System => Chosen::System(System),
-        AllocatorKind::Jemalloc => Chosen::Jemalloc(Global(tikv_jemallocator::Jemalloc)),
-        AllocatorKind::Mimalloc => Chosen::Mimalloc(Global(mimalloc::MiMalloc)),
-        AllocatorKind::Pool => {
-            let plan = match &args.plan {
-                Some(plan_path) => {
-                    let text = std::fs::read_to_string(plan_path)
-                        .with_context(|| format!("cannot read '{}'", plan_path.display()))?;
-                    serde_json::from_str::<Plan>(&text).with_context(|| {
-                        format!("'{}' is not a pool plan JSON", plan_path.display())
-                    })?
-                }
-                None => train(&trace, &options(&trace, &args.train)?)?,
-            };
-            let pool = Pool::new(&plan, PoolOptions { prefault: true })?;
-            pool_plan = Some(plan);
-            Chosen::Pool(pool)
+    let (replay, slots) = steps(&trace)?;
+    let pool_plan: Option<Plan> =
+        match (kind, &args.plan) {
+            (AllocatorKind::Pool, Some(plan_path)) => {
+                let text = std::fs::read_to_string(plan_path)
+                    .with_context(|| format!("cannot read '{}'", plan_path.display()))?;
+                Some(serde_json::from_str::<Plan>(&text).with_context(|| {
+                    format!("'{}' is not a pool plan JSON", plan_path.display())
+                })?)
+            }
+            (AllocatorKind::Pool, None) => Some(train(&trace, &options(&trace, &args.train)?)?),
+            _ => None,
+        };
+    // Only the compact steps stay in memory during the replay; the C heap gives back what
+    // reading the trace used, so that every allocator starts from the same footprint.
+    drop(trace);
+    // SAFETY: malloc_trim only releases free memory of the C heap.
+    unsafe { libc::malloc_trim(0) };
+    let chosen = match (kind, &pool_plan) {
+        (AllocatorKind::Pool, Some(plan)) => {
+            Chosen::Pool(Pool::new(plan, PoolOptions { prefault: true })?)
         }
+        (AllocatorKind::Jemalloc, _) => Chosen::Jemalloc(Global(tikv_jemallocator::Jemalloc)),
+        (AllocatorKind::Mimalloc, _) => Chosen::Mimalloc(Global(mimalloc::MiMalloc)),
+        _ => Chosen::System(System),
     };
     let (backend, pool): (&dyn Backend, Option<&Pool>) = match &chosen {
         Chosen::Pool(pool) => (pool, Some(pool)),
@@ -662,45 +769,41 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
     // OS fallback, so that their long-lived allocations do not hold planned blocks.
     let serve_from = pool_plan.as_ref().map_or(0, |p| p.iteration);
     let (setup_minor_faults, setup_peak_rss_bytes) = usage();
-    let mut live: HashMap<u64, *mut u8> = HashMap::with_capacity(1 << 16);
+    let mut live: Vec<*mut u8> = vec![std::ptr::null_mut(); slots];
     let mut iterations = Vec::new();
-    for iteration in &trace.iterations {
+    for (number, steps) in &replay {
+        let number = *number;
         if let Some(pool) = pool {
             pool.begin_iteration();
-            pool.set_serving(iteration.number >= serve_from);
+            pool.set_serving(number >= serve_from);
         }
         let before = pool.map(|p| p.stats());
         let (faults_before, _) = usage();
         let started = Instant::now();
         let mut spent_ns: u128 = 0;
         let mut allocations = 0u64;
-        for event in trace.events_of(iteration) {
-            let size = usize::try_from(event.size).context("size does not fit in memory")?;
-            let align = usize::try_from(event.align).context("alignment does not fit")?;
-            match event.op {
-                Op::Alloc => {
-                    let t = Instant::now();
-                    let ptr = backend.alloc(size, align);
-                    spent_ns += t.elapsed().as_nanos();
-                    if ptr.is_null() {
-                        bail!("{}: out of memory allocating {size} bytes", kind.name());
-                    }
-                    if args.touch {
-                        touch(ptr, size);
-                    }
-                    allocations += 1;
-                    live.insert(event.id, ptr);
+        for step in steps {
+            let (size, align) = (step.size, step.align as usize);
+            let slot = step.slot as usize;
+            if step.alloc {
+                let t = Instant::now();
+                let ptr = backend.alloc(size, align);
+                spent_ns += t.elapsed().as_nanos();
+                if ptr.is_null() {
+                    bail!("{}: out of memory allocating {size} bytes", kind.name());
                 }
-                Op::Free => {
-                    let Some(ptr) = live.remove(&event.id) else {
-                        bail!("free of id {} which the replay did not allocate", event.id);
-                    };
-                    let t = Instant::now();
-                    // SAFETY: ptr came from this backend with this size and alignment
-                    // (the trace validated that frees match allocations).
-                    unsafe { backend.free(ptr, size, align) };
-                    spent_ns += t.elapsed().as_nanos();
+                if args.touch {
+                    touch(ptr, size);
                 }
+                allocations += 1;
+                live[slot] = ptr;
+            } else {
+                let ptr = std::mem::replace(&mut live[slot], std::ptr::null_mut());
+                let t = Instant::now();
+                // SAFETY: ptr came from this backend with this size and alignment (the
+                // trace reader checked that frees match live allocations).
+                unsafe { backend.free(ptr, size, align) };
+                spent_ns += t.elapsed().as_nanos();
             }
         }
         let iteration_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -729,7 +832,7 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
             _ => (None, None),
         };
         iterations.push(IterationReport {
-            iteration: iteration.number,
+            iteration: number,
             minor_faults: faults_after.saturating_sub(faults_before),
             peak_rss_bytes,
             ns_per_alloc_free: if allocations == 0 {
@@ -747,7 +850,7 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
         allocator: kind,
         setup_minor_faults,
         setup_peak_rss_bytes,
-        plan_bytes: pool_plan.as_ref().map(|p| p.total_bytes),
+        plan_bytes: pool_plan.as_ref().map(|p| p.arena_bytes),
         plan_live_peak_bytes: pool_plan.as_ref().map(|p| p.live_peak_bytes),
         iterations,
     })

@@ -6,7 +6,7 @@
 //! of it saying where it came from, and [`Pool::free`] reads it:
 //!
 //! ```text
-//!  arena (one OS allocation, 4 KiB aligned)
+//!  arena (one OS allocation, 4 KiB aligned; unpacked layout shown)
 //!  ┌────────┬──────────────────┬────────┬────────────┬─────
 //!  │ slot 0 │ block 0          │ slot 1 │ block 1    │ ...    slot = 64 bytes, header at
 //!  │  [hdr] │ class_bytes,     │  [hdr] │            │        its end; blocks start at
@@ -32,9 +32,11 @@
 //! themselves; [`Pool::begin_iteration`] also puts them back to the start when the
 //! caller knows where iterations begin.
 //!
-//! Whatever the sequence of requests, a block is handed out only while no other live
-//! allocation holds it (a flag per block, under one mutex), so live allocations never
-//! overlap, and every pointer is aligned as asked and valid for `size` bytes.
+//! In a packed plan blocks that the recorded iteration never uses at the same time share
+//! addresses. Whatever the sequence of requests, a block is handed out only while neither
+//! it nor any block sharing its bytes is held (a flag per block, under one mutex), so live
+//! allocations never overlap, and every pointer is aligned as asked and valid for `size`
+//! bytes.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -125,6 +127,8 @@ struct BlockInfo {
     /// Offset of the block's first byte (the pointer handed out) in the arena.
     offset: usize,
     size: usize,
+    /// The blocks whose bytes (header slot included) overlap this one's.
+    shares: Vec<usize>,
 }
 
 struct State {
@@ -156,24 +160,35 @@ unsafe impl Send for Pool {}
 // SAFETY: as for `Send`: every `&self` method synchronises through the mutex.
 unsafe impl Sync for Pool {}
 
-fn round_up(value: usize, align: usize) -> Option<usize> {
-    value.checked_add(align - 1).map(|v| v & !(align - 1))
-}
-
 impl Pool {
     /// Makes a pool for `plan`, obtaining its arena from the OS.
     pub fn new(plan: &Plan, options: PoolOptions) -> Result<Pool, PoolError> {
         plan.validate().map_err(PoolError::InvalidPlan)?;
+        let (slots, end) = plan.layout().ok_or(PoolError::Overflow)?;
+        let end = usize::try_from(end).map_err(|_| PoolError::Overflow)?;
         let mut blocks = Vec::with_capacity(plan.blocks.len());
-        let mut end: usize = 0;
-        for block in &plan.blocks {
+        for (block, &slot) in plan.blocks.iter().zip(&slots) {
             let size = usize::try_from(block.class_bytes).map_err(|_| PoolError::Overflow)?;
-            let offset = end.checked_add(BLOCK_ALIGN).ok_or(PoolError::Overflow)?;
-            end = offset
-                .checked_add(size)
-                .and_then(|e| round_up(e, BLOCK_ALIGN))
-                .ok_or(PoolError::Overflow)?;
-            blocks.push(BlockInfo { offset, size });
+            let slot = usize::try_from(slot).map_err(|_| PoolError::Overflow)?;
+            // layout() checked that slot + 64 + size (rounded) <= end.
+            blocks.push(BlockInfo {
+                offset: slot + BLOCK_ALIGN,
+                size,
+                shares: Vec::new(),
+            });
+        }
+        // Blocks whose slots share bytes (packed plans): sweep by offset.
+        let mut by_offset: Vec<usize> = (0..blocks.len()).collect();
+        by_offset.sort_by_key(|&b| blocks[b].offset);
+        for (i, &a) in by_offset.iter().enumerate() {
+            let a_end = blocks[a].offset + blocks[a].size;
+            for &b in &by_offset[i + 1..] {
+                if blocks[b].offset - BLOCK_ALIGN >= a_end {
+                    break;
+                }
+                blocks[a].shares.push(b);
+                blocks[b].shares.push(a);
+            }
         }
         let (arena, arena_layout) = if end == 0 {
             (NonNull::dangling(), None)
@@ -260,8 +275,10 @@ impl Pool {
     }
 
     fn usable(&self, state: &State, index: usize, size: usize, align: usize) -> bool {
+        let block = &self.blocks[index];
         !state.in_use[index]
-            && self.blocks[index].size >= size
+            && block.shares.iter().all(|&other| !state.in_use[other])
+            && block.size >= size
             && (self.block_ptr(index).as_ptr() as usize) % align == 0
     }
 

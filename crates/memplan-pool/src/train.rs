@@ -65,6 +65,9 @@ pub struct TrainOptions {
     pub iteration: u64,
     /// Allocations smaller than this are left out of the plan (served by the fallback).
     pub min_size: u64,
+    /// Pack the blocks into the arena (see [`pack`]): blocks never in use at the same
+    /// time may share addresses. Off: blocks are laid out one after another.
+    pub pack: bool,
 }
 
 /// The default size-class interval (chosen by measurement, see `doc/pool.md`).
@@ -82,6 +85,9 @@ pub enum TrainError {
     /// A size class or the plan's total does not fit in 64 bits.
     #[error("a size class or the plan total overflows 64 bits")]
     Overflow,
+    /// memplan's checker rejected the packing (a bug: please report it).
+    #[error("the packed layout of the blocks failed memplan's checker")]
+    PackingInvalid,
 }
 
 /// One cache block of the plan.
@@ -91,6 +97,10 @@ pub struct Block {
     pub class_bytes: u64,
     /// How many recorded tensors it holds.
     pub tensors: u64,
+    /// Offset of the block's 64-byte header slot in the arena (the block itself starts
+    /// 64 bytes later), when the plan is packed; absent: laid out one after another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 /// The blocks that the requests of one size class go to, in allocation order.
@@ -120,6 +130,10 @@ pub struct Plan {
     pub min_size: u64,
     /// Sum of the block sizes.
     pub total_bytes: u64,
+    /// Bytes of the arena the pool obtains for this plan: header slots included, blocks
+    /// packed when they have offsets ([`Plan::arena_bytes`]).
+    #[serde(default)]
+    pub arena_bytes: u64,
     /// Peak of the bytes live in the trained iteration (tensors of the plan only): no
     /// plan can be smaller.
     pub live_peak_bytes: u64,
@@ -135,10 +149,14 @@ pub struct Plan {
 pub struct Stats {
     /// Sum of the block sizes.
     pub total_bytes: u64,
+    /// The arena the pool obtains (header slots included, packing applied).
+    pub arena_bytes: u64,
     /// The live peak.
     pub live_peak_bytes: u64,
     /// `total_bytes / live_peak_bytes` (1 when both are 0).
     pub ratio: f64,
+    /// `arena_bytes / live_peak_bytes` (1 when both are 0).
+    pub arena_ratio: f64,
     /// Planned tensors.
     pub tensors: u64,
     /// `(class_bytes, blocks)` per class, ascending.
@@ -154,19 +172,44 @@ impl Plan {
         }
         Stats {
             total_bytes: self.total_bytes,
+            arena_bytes: self.arena_bytes,
             live_peak_bytes: self.live_peak_bytes,
-            ratio: if self.live_peak_bytes == 0 {
-                1.0
-            } else {
-                self.total_bytes as f64 / self.live_peak_bytes as f64
-            },
+            ratio: ratio(self.total_bytes, self.live_peak_bytes),
+            arena_ratio: ratio(self.arena_bytes, self.live_peak_bytes),
             tensors: self.blocks.iter().map(|b| b.tensors).sum(),
             blocks_per_class: per_class.into_iter().collect(),
         }
     }
 
+    /// Where each block's header slot starts in the arena, and the arena's size:
+    ///
+    /// ```text
+    ///  slot = [ 64-byte header slot ][ block: class_bytes rounded up to 64 ]
+    ///  unpacked: slots one after another; packed: slots at the blocks' offsets
+    /// ```
+    ///
+    /// `None` when a size overflows, only some blocks have offsets, or an offset is not a
+    /// multiple of 64.
+    pub fn layout(&self) -> Option<(Vec<u64>, u64)> {
+        let packed = self.blocks.first().is_some_and(|b| b.offset.is_some());
+        let mut offsets = Vec::with_capacity(self.blocks.len());
+        let mut end: u64 = 0;
+        for block in &self.blocks {
+            let slot = slot_bytes(block.class_bytes)?;
+            let offset = match (packed, block.offset) {
+                (true, Some(offset)) if offset % SLOT == 0 => offset,
+                (false, None) => end,
+                _ => return None,
+            };
+            offsets.push(offset);
+            end = end.max(offset.checked_add(slot)?);
+        }
+        Some((offsets, end))
+    }
+
     /// Checks what the runtime pool relies on: block indices in range, every scheduled
-    /// block at least as large as its class, the total equal to the sum of the blocks.
+    /// block at least as large as its class, the total equal to the sum of the blocks,
+    /// a valid layout whose size is `arena_bytes`.
     pub fn validate(&self) -> Result<(), String> {
         let mut total: u64 = 0;
         for (index, block) in self.blocks.iter().enumerate() {
@@ -186,6 +229,17 @@ impl Plan {
         if self.class_interval == 0 {
             return Err("class_interval must be at least 1".into());
         }
+        let Some((_, arena)) = self.layout() else {
+            return Err(
+                "invalid block offsets: all or none must be given, each a multiple of 64".into(),
+            );
+        };
+        if arena != self.arena_bytes {
+            return Err(format!(
+                "arena_bytes is {}, but the blocks need {arena}",
+                self.arena_bytes
+            ));
+        }
         for schedule in &self.schedules {
             for &b in &schedule.blocks {
                 let Some(block) = self.blocks.get(b as usize) else {
@@ -204,6 +258,27 @@ impl Plan {
             }
         }
         Ok(())
+    }
+}
+
+/// The header slot in front of each block, and the alignment of blocks (see
+/// [`Plan::layout`]).
+pub const SLOT: u64 = 64;
+
+/// Bytes a block of `class_bytes` takes in the arena: its header slot, and itself rounded
+/// up to [`SLOT`].
+pub fn slot_bytes(class_bytes: u64) -> Option<u64> {
+    class_bytes
+        .div_ceil(SLOT)
+        .checked_mul(SLOT)?
+        .checked_add(SLOT)
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
     }
 }
 
@@ -380,7 +455,18 @@ pub fn train(trace: &Trace, options: &TrainOptions) -> Result<Plan, TrainError> 
             blocks.push(Block {
                 class_bytes: building[b].class,
                 tensors: building[b].tensors,
+                offset: None,
             });
+        }
+    }
+    if options.pack {
+        let held: Vec<&BTreeMap<usize, usize>> = classes
+            .values()
+            .flat_map(|indices| indices.iter().map(|&b| &building[b].held))
+            .collect();
+        let offsets = pack(&blocks, &held)?;
+        for (block, offset) in blocks.iter_mut().zip(offsets) {
+            block.offset = Some(offset);
         }
     }
     let mut schedules: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
@@ -390,7 +476,7 @@ pub fn train(trace: &Trace, options: &TrainOptions) -> Result<Plan, TrainError> 
             .or_default()
             .push(renumber[placed[t]]);
     }
-    Ok(Plan {
+    let mut plan = Plan {
         format: "memplan-pool-plan".into(),
         version: 1,
         class_interval: options.class_interval,
@@ -407,5 +493,53 @@ pub fn train(trace: &Trace, options: &TrainOptions) -> Result<Plan, TrainError> 
                 blocks,
             })
             .collect(),
-    })
+        arena_bytes: 0,
+    };
+    plan.arena_bytes = plan.layout().ok_or(TrainError::Overflow)?.1;
+    Ok(plan)
+}
+
+/// Packs the blocks into one arena with memplan's `best-of` planner: each block is a
+/// buffer of its slot's size, live during the intervals it holds (the holes between them
+/// are gaps), so blocks never in use at the same time in the recorded iteration may share
+/// addresses. The plan is checked by memplan's checker. Returns each block's slot offset.
+///
+/// The runtime pool stays correct whatever the requests: it hands out a block only while
+/// no block sharing its addresses is in use.
+pub fn pack(blocks: &[Block], held: &[&BTreeMap<usize, usize>]) -> Result<Vec<u64>, TrainError> {
+    use memplan::{Buffer, Lifetime, Problem};
+    let mut buffers = Vec::with_capacity(blocks.len());
+    for (index, (block, held)) in blocks.iter().zip(held).enumerate() {
+        // Merge touching intervals: a gap must not be empty.
+        let mut segments: Vec<(u64, u64)> = Vec::new();
+        for (&s, &e) in held.iter() {
+            let (s, e) = (s as u64, e as u64);
+            match segments.last_mut() {
+                Some(last) if last.1 == s => last.1 = e,
+                _ => segments.push((s, e)),
+            }
+        }
+        let (Some(first), Some(last)) = (segments.first(), segments.last()) else {
+            continue;
+        };
+        let size = slot_bytes(block.class_bytes).ok_or(TrainError::Overflow)?;
+        let mut buffer = Buffer::new(index.to_string(), size, first.0, last.1);
+        buffer.alignment = SLOT;
+        buffer.gaps = segments
+            .windows(2)
+            .filter_map(|w| Lifetime::new(w[0].1, w[1].0))
+            .collect();
+        buffers.push(buffer);
+    }
+    if buffers.len() != blocks.len() {
+        // Every block holds at least one tensor; an empty one cannot be described.
+        return Err(TrainError::Overflow);
+    }
+    let problem = Problem::from_buffers(buffers).map_err(|_| TrainError::Overflow)?;
+    let planner = memplan::planner::by_name("best-of").map_err(|_| TrainError::Overflow)?;
+    let plan = planner.plan(&problem).map_err(|_| TrainError::Overflow)?;
+    if !memplan::checker::check(&problem, &plan).is_valid() {
+        return Err(TrainError::PackingInvalid);
+    }
+    Ok(plan.offsets)
 }

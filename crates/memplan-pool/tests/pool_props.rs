@@ -39,18 +39,22 @@ fn plan() -> impl Strategy<Value = Plan> {
         g,
         prop::collection::vec(1u64..6, 0..8),
         prop::collection::vec((1u64..6, any::<u32>()), 0..24),
+        prop::option::of(prop::collection::vec(0u64..40, 8)),
     )
-        .prop_map(|(g, block_classes, requests)| {
+        .prop_map(|(g, block_classes, requests, offsets)| {
             let mut classes: Vec<u64> = block_classes
                 .iter()
                 .map(|c| c * g * if g == 1 { 50 } else { 1 })
                 .collect();
             classes.sort_unstable();
+            // Packed plans get random slot offsets: blocks share bytes in every way.
             let blocks: Vec<Block> = classes
                 .iter()
-                .map(|&c| Block {
+                .enumerate()
+                .map(|(i, &c)| Block {
                     class_bytes: c,
                     tensors: 1,
+                    offset: offsets.as_ref().map(|o| o[i] * 64),
                 })
                 .collect();
             let mut schedules: Vec<Schedule> = Vec::new();
@@ -72,7 +76,7 @@ fn plan() -> impl Strategy<Value = Plan> {
                 }
             }
             schedules.sort_by_key(|s| s.class_bytes);
-            Plan {
+            let mut plan = Plan {
                 format: "memplan-pool-plan".into(),
                 version: 1,
                 class_interval: g,
@@ -80,10 +84,13 @@ fn plan() -> impl Strategy<Value = Plan> {
                 iteration: 0,
                 min_size: 0,
                 total_bytes: blocks.iter().map(|b| b.class_bytes).sum(),
+                arena_bytes: 0,
                 live_peak_bytes: 0,
                 blocks,
                 schedules,
-            }
+            };
+            plan.arena_bytes = plan.layout().unwrap().1;
+            plan
         })
 }
 
@@ -201,7 +208,7 @@ fn zero_sized_and_huge_requests() {
 }
 
 fn plan_of(classes: &[u64]) -> Plan {
-    Plan {
+    let mut plan = Plan {
         format: "memplan-pool-plan".into(),
         version: 1,
         class_interval: 64,
@@ -209,19 +216,23 @@ fn plan_of(classes: &[u64]) -> Plan {
         iteration: 0,
         min_size: 0,
         total_bytes: classes.iter().sum(),
+        arena_bytes: 0,
         live_peak_bytes: 0,
         blocks: classes
             .iter()
             .map(|&c| Block {
                 class_bytes: c,
                 tensors: 1,
+                offset: None,
             })
             .collect(),
         schedules: vec![Schedule {
             class_bytes: 64,
             blocks: (0..classes.len() as u32).collect(),
         }],
-    }
+    };
+    plan.arena_bytes = plan.layout().unwrap().1;
+    plan
 }
 
 #[test]
@@ -232,4 +243,28 @@ fn invalid_plans_are_rejected() {
     let mut plan = plan_of(&[64]);
     plan.total_bytes = 1;
     assert!(Pool::new(&plan, PoolOptions::default()).is_err());
+    let mut plan = plan_of(&[64, 64]);
+    plan.blocks[0].offset = Some(0);
+    assert!(
+        Pool::new(&plan, PoolOptions::default()).is_err(),
+        "offsets on some blocks only"
+    );
+    plan.blocks[1].offset = Some(32);
+    assert!(
+        Pool::new(&plan, PoolOptions::default()).is_err(),
+        "offset not a multiple of 64"
+    );
+    plan.blocks[1].offset = Some(0);
+    plan.arena_bytes = 128;
+    let pool = Pool::new(&plan, PoolOptions::default()).unwrap();
+    // Both blocks share their bytes: only one can be handed out from the plan at a time.
+    let a = pool.alloc(64, 64).unwrap();
+    let b = pool.alloc(64, 64).unwrap();
+    // SAFETY: live allocations of this pool.
+    unsafe {
+        assert_eq!(pool.source(a), memplan_pool::Source::Plan);
+        assert_eq!(pool.source(b), memplan_pool::Source::Os);
+        pool.free(a);
+        pool.free(b);
+    }
 }

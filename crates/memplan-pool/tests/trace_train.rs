@@ -227,14 +227,17 @@ proptest! {
     /// of every iteration from its scheduled block, whatever the order and interval; its
     /// total is at least the live peak.
     #[test]
-    fn periodic_traces_hit_the_plan(pattern in pattern(), shift in 0usize..60, g in prop_oneof![Just(1u64), Just(512), Just(4096)], min_size in prop_oneof![Just(0u64), Just(5000)]) {
+    fn periodic_traces_hit_the_plan(pattern in pattern(), shift in 0usize..60, g in prop_oneof![Just(1u64), Just(512), Just(4096)], min_size in prop_oneof![Just(0u64), Just(5000)], pack in any::<bool>()) {
         let shift = shift % pattern.len();
         let trace = periodic(&pattern, 4, shift);
         let iteration = trace.iterations[1].number;
         for order in Order::ALL {
-            let plan = train(&trace, &TrainOptions { class_interval: g, order, iteration, min_size }).unwrap();
+            let plan = train(&trace, &TrainOptions { class_interval: g, order, iteration, min_size, pack }).unwrap();
             plan.validate().unwrap();
             prop_assert!(plan.total_bytes >= plan.live_peak_bytes);
+            if pack {
+                prop_assert!(plan.arena_bytes >= plan.live_peak_bytes);
+            }
             let json = serde_json::to_string(&plan).unwrap();
             let back: memplan_pool::Plan = serde_json::from_str(&json).unwrap();
             prop_assert_eq!(&back, &plan);
@@ -257,6 +260,7 @@ fn hand_example_borrows_from_a_larger_class() {
             order: Order::Allocation,
             iteration: 0,
             min_size: 0,
+            pack: false,
         },
     )
     .unwrap();
@@ -271,6 +275,7 @@ fn hand_example_borrows_from_a_larger_class() {
             order: Order::SizeDescending,
             iteration: 0,
             min_size: 0,
+            pack: false,
         },
     )
     .unwrap();
@@ -281,7 +286,8 @@ fn hand_example_borrows_from_a_larger_class() {
             class_interval: 0,
             order: Order::Allocation,
             iteration: 0,
-            min_size: 0
+            min_size: 0,
+            pack: false,
         }
     )
     .is_err());
@@ -291,7 +297,8 @@ fn hand_example_borrows_from_a_larger_class() {
             class_interval: 1,
             order: Order::Allocation,
             iteration: 9,
-            min_size: 0
+            min_size: 0,
+            pack: false,
         }
     )
     .is_err());
@@ -318,6 +325,7 @@ fn real_traces_read_and_plan() {
                 order: Order::Allocation,
                 iteration: 2,
                 min_size: 32 * 1024,
+                pack: true,
             },
         )
         .unwrap();
