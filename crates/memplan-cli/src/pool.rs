@@ -174,7 +174,7 @@ pub struct IterationReport {
     minor_faults: u64,
     peak_rss_bytes: u64,
     ns_per_alloc_free: f64,
-    /// Requests served from their planned block (pool only).
+    /// Requests served from their planned block (pool only, from the plan's iteration on).
     plan_hit_rate: Option<f64>,
     /// The same among requests of 32 KiB and more (pool only).
     plan_hit_rate_ge32k: Option<f64>,
@@ -318,7 +318,7 @@ fn sweep(path: &Path, args: &TrainArgs, intervals: &[u64]) -> Result<ExitCode> {
             options.order = order;
             let plan = train(&trace, &options)?;
             let stats = plan.stats();
-            if best.is_none_or(|(arena, _, _)| stats.arena_bytes < arena) {
+            if best.is_none() || best.is_some_and(|(arena, _, _)| stats.arena_bytes < arena) {
                 best = Some((stats.arena_bytes, g, order));
             }
             rows.push(vec![
@@ -686,14 +686,17 @@ fn usage() -> (u64, u64) {
 /// a slot, reused once freed, so the replay's own memory stays small beside the
 /// allocator's.
 struct Step {
-    size: usize,
-    align: u32,
-    alloc: bool,
+    size: u64,
     slot: u32,
+    align_log2: u8,
+    alloc: bool,
 }
 
-/// The trace as steps, per iteration (number, steps), and the number of slots.
-fn steps(trace: &Trace) -> Result<(Vec<(u64, Vec<Step>)>, usize)> {
+/// The steps of one iteration, with its number.
+type IterationSteps = (u64, Vec<Step>);
+
+/// The trace as steps, per iteration, and the number of slots.
+fn steps(trace: &Trace) -> Result<(Vec<IterationSteps>, usize)> {
     let mut slot_of: HashMap<u64, u32> = HashMap::new();
     let mut free_slots: Vec<u32> = Vec::new();
     let mut slots = 0u32;
@@ -701,8 +704,7 @@ fn steps(trace: &Trace) -> Result<(Vec<(u64, Vec<Step>)>, usize)> {
     for iteration in &trace.iterations {
         let mut steps = Vec::with_capacity(iteration.events.len());
         for event in trace.events_of(iteration) {
-            let size = usize::try_from(event.size).context("size does not fit in memory")?;
-            let align = u32::try_from(event.align).context("alignment does not fit")?;
+            usize::try_from(event.size).context("size does not fit in memory")?;
             let slot = match event.op {
                 Op::Alloc => {
                     let slot = free_slots.pop().unwrap_or_else(|| {
@@ -720,10 +722,11 @@ fn steps(trace: &Trace) -> Result<(Vec<(u64, Vec<Step>)>, usize)> {
                 }
             };
             steps.push(Step {
-                size,
-                align,
-                alloc: event.op == Op::Alloc,
+                size: event.size,
                 slot,
+                // The trace reader checked that alignments are powers of two.
+                align_log2: event.align.trailing_zeros() as u8,
+                alloc: event.op == Op::Alloc,
             });
         }
         out.push((iteration.number, steps));
@@ -753,14 +756,14 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
     unsafe { libc::malloc_trim(0) };
     let chosen = match (kind, &pool_plan) {
         (AllocatorKind::Pool, Some(plan)) => {
-            Chosen::Pool(Pool::new(plan, PoolOptions { prefault: true })?)
+            Chosen::Pool(Box::new(Pool::new(plan, PoolOptions { prefault: true })?))
         }
         (AllocatorKind::Jemalloc, _) => Chosen::Jemalloc(Global(tikv_jemallocator::Jemalloc)),
         (AllocatorKind::Mimalloc, _) => Chosen::Mimalloc(Global(mimalloc::MiMalloc)),
         _ => Chosen::System(System),
     };
     let (backend, pool): (&dyn Backend, Option<&Pool>) = match &chosen {
-        Chosen::Pool(pool) => (pool, Some(pool)),
+        Chosen::Pool(pool) => (&**pool, Some(&**pool)),
         Chosen::System(system) => (system, None),
         Chosen::Jemalloc(jemalloc) => (jemalloc, None),
         Chosen::Mimalloc(mimalloc) => (mimalloc, None),
@@ -783,7 +786,8 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
         let mut spent_ns: u128 = 0;
         let mut allocations = 0u64;
         for step in steps {
-            let (size, align) = (step.size, step.align as usize);
+            // Both fit: checked when the steps were made.
+            let (size, align) = (step.size as usize, 1usize << step.align_log2);
             let slot = step.slot as usize;
             if step.alloc {
                 let t = Instant::now();
@@ -808,8 +812,9 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
         }
         let iteration_ms = started.elapsed().as_secs_f64() * 1e3;
         let (faults_after, peak_rss_bytes) = usage();
+        // No rate for the iterations before the plan's: the pool does not serve them.
         let (plan_hit_rate, plan_hit_rate_ge32k) = match (pool, before) {
-            (Some(pool), Some(before)) => {
+            (Some(pool), Some(before)) if number >= serve_from => {
                 let after = pool.stats();
                 let fraction = |hits: u64, requests: u64| {
                     if requests == 0 {
@@ -858,7 +863,7 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
 
 /// The allocator a replay child drives.
 enum Chosen {
-    Pool(Pool),
+    Pool(Box<Pool>),
     System(System),
     Jemalloc(Global<tikv_jemallocator::Jemalloc>),
     Mimalloc(Global<mimalloc::MiMalloc>),

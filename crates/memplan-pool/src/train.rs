@@ -71,7 +71,7 @@ pub struct TrainOptions {
 }
 
 /// The default size-class interval (chosen by measurement, see `doc/pool.md`).
-pub const DEFAULT_CLASS_INTERVAL: u64 = 4096;
+pub const DEFAULT_CLASS_INTERVAL: u64 = 2048;
 
 /// Why a plan cannot be trained.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
