@@ -682,14 +682,47 @@ fn usage() -> (u64, u64) {
     )
 }
 
-/// One request of the replay, compact: the live allocation it makes or frees is known by
-/// a slot, reused once freed, so the replay's own memory stays small beside the
-/// allocator's.
-struct Step {
-    size: u64,
-    slot: u32,
-    align_log2: u8,
-    alloc: bool,
+/// One request of the replay in 8 bytes, so that the replay's own memory stays small
+/// beside the allocator's (peak RSS is measured for the whole process). The live
+/// allocation a request makes or frees is known by a slot, reused once freed:
+///
+/// ```text
+///  63        24 23    6 5     1 0
+///  ┌──────────┬───────┬───────┬─┐
+///  │ size (40)│ slot  │ align │a│   a = 1: allocation; align = log2 of the alignment
+///  │          │ (18)  │ (5)   │ │   (alignments up to 2^31)
+///  └──────────┴───────┴───────┴─┘
+/// ```
+#[derive(Clone, Copy)]
+struct Step(u64);
+
+const SIZE_BITS: u32 = 40;
+const SLOT_BITS: u32 = 18;
+
+impl Step {
+    fn new(size: u64, slot: u32, align_log2: u32, alloc: bool) -> Option<Step> {
+        if size >> SIZE_BITS != 0 || slot >> SLOT_BITS != 0 || align_log2 >= 32 {
+            return None;
+        }
+        Some(Step(
+            (size << (64 - SIZE_BITS))
+                | (u64::from(slot) << 6)
+                | (u64::from(align_log2) << 1)
+                | u64::from(alloc),
+        ))
+    }
+    fn size(self) -> usize {
+        (self.0 >> (64 - SIZE_BITS)) as usize
+    }
+    fn slot(self) -> usize {
+        ((self.0 >> 6) & ((1 << SLOT_BITS) - 1)) as usize
+    }
+    fn align(self) -> usize {
+        1 << ((self.0 >> 1) & 31)
+    }
+    fn alloc(self) -> bool {
+        self.0 & 1 == 1
+    }
 }
 
 /// The steps of one iteration, with its number.
@@ -721,13 +754,21 @@ fn steps(trace: &Trace) -> Result<(Vec<IterationSteps>, usize)> {
                     slot
                 }
             };
-            steps.push(Step {
-                size: event.size,
+            // The trace reader checked that alignments are powers of two.
+            let step = Step::new(
+                event.size,
                 slot,
-                // The trace reader checked that alignments are powers of two.
-                align_log2: event.align.trailing_zeros() as u8,
-                alloc: event.op == Op::Alloc,
-            });
+                event.align.trailing_zeros(),
+                event.op == Op::Alloc,
+            )
+            .with_context(|| {
+                format!(
+                    "the replay handles sizes below 2^{SIZE_BITS}, alignments up to 2^31 and \
+                     2^{SLOT_BITS} live allocations; this trace exceeds them (size {}, align {})",
+                    event.size, event.align
+                )
+            })?;
+            steps.push(step);
         }
         out.push((iteration.number, steps));
     }
@@ -785,11 +826,9 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
         let started = Instant::now();
         let mut spent_ns: u128 = 0;
         let mut allocations = 0u64;
-        for step in steps {
-            // Both fit: checked when the steps were made.
-            let (size, align) = (step.size as usize, 1usize << step.align_log2);
-            let slot = step.slot as usize;
-            if step.alloc {
+        for &step in steps {
+            let (size, align, slot) = (step.size(), step.align(), step.slot());
+            if step.alloc() {
                 let t = Instant::now();
                 let ptr = backend.alloc(size, align);
                 spent_ns += t.elapsed().as_nanos();
@@ -874,5 +913,28 @@ fn touch(ptr: *mut u8, size: usize) {
     for offset in (0..size).step_by(4096).chain(std::iter::once(size - 1)) {
         // SAFETY: the allocator returned `size` writable bytes at ptr; offset < size.
         unsafe { ptr.add(offset).write_volatile(1) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Step;
+
+    #[test]
+    fn steps_round_trip_and_refuse_what_does_not_fit() {
+        for (size, slot, align_log2, alloc) in [
+            (1u64, 0u32, 0u32, true),
+            ((1 << 40) - 1, (1 << 18) - 1, 31, false),
+            (25_690_112, 77, 6, true),
+        ] {
+            let step = Step::new(size, slot, align_log2, alloc).unwrap();
+            assert_eq!(step.size() as u64, size);
+            assert_eq!(step.slot(), slot as usize);
+            assert_eq!(step.align(), 1usize << align_log2);
+            assert_eq!(step.alloc(), alloc);
+        }
+        assert!(Step::new(1 << 40, 0, 0, true).is_none());
+        assert!(Step::new(1, 1 << 18, 0, true).is_none());
+        assert!(Step::new(1, 0, 32, true).is_none());
     }
 }
