@@ -14,6 +14,29 @@ use serde::{Deserialize, Serialize};
 use crate::table::{bytes, columns, key_values};
 use crate::ReportFormat;
 
+/// Writes to standard output; a closed pipe (`| head`) is not an error.
+fn out(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to standard output"),
+    }
+}
+
+/// `println!` through [`out`].
+macro_rules! outln {
+    ($($arg:tt)*) => { out(&format!("{}\n", format_args!($($arg)*)))? };
+}
+
+/// `print!` through [`out`].
+macro_rules! outp {
+    ($($arg:tt)*) => { out(&format!($($arg)*))? };
+}
+
 /// The `memplan pool` verbs.
 #[derive(Subcommand, Debug)]
 pub enum PoolCommand {
@@ -230,7 +253,7 @@ pub fn run(command: PoolCommand) -> Result<ExitCode> {
             replay,
         } => {
             let report = replay_here(&trace, allocator, &replay)?;
-            println!("{}", serde_json::to_string(&report)?);
+            outln!("{}", serde_json::to_string(&report)?);
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -275,7 +298,7 @@ fn train_command(
     }
     let stats = plan.stats();
     match format {
-        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&stats)?),
+        ReportFormat::Json => outln!("{}", serde_json::to_string_pretty(&stats)?),
         ReportFormat::Table => {
             let mut text = key_values(&[
                 ("trace", path.display().to_string()),
@@ -298,7 +321,7 @@ fn train_command(
                 .collect();
             text.push('\n');
             text.push_str(&columns(&["class", "blocks"], &rows));
-            print!("{text}");
+            outp!("{text}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -351,7 +374,7 @@ fn sweep(path: &Path, args: &TrainArgs, intervals: &[u64]) -> Result<ExitCode> {
             bytes(arena)
         ));
     }
-    print!("{text}");
+    outp!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -450,10 +473,10 @@ fn print_replay(report: &ReplayReport, format: ReportFormat) -> Result<()> {
                 "setup_minor_faults": report.setup_minor_faults,
                 "iterations": iterations,
             });
-            println!("{}", serde_json::to_string_pretty(&json)?);
+            outln!("{}", serde_json::to_string_pretty(&json)?);
         }
         ReportFormat::Table => {
-            println!("allocator {}", report.allocator.name());
+            outln!("allocator {}", report.allocator.name());
             let mut rows = vec![vec![
                 "setup".to_string(),
                 report.setup_minor_faults.to_string(),
@@ -472,7 +495,7 @@ fn print_replay(report: &ReplayReport, format: ReportFormat) -> Result<()> {
                     rate(it.plan_hit_rate_ge32k),
                 ]);
             }
-            print!(
+            outp!(
                 "{}",
                 columns(
                     &[
@@ -557,14 +580,14 @@ fn bench(path: &Path, args: &ReplayArgs) -> Result<ExitCode> {
         (Some(a), Some(b)) => (a.iteration, b.iteration),
         _ => bail!("the trace has no iterations to replay"),
     };
-    println!(
+    outln!(
         "trace {} (iterations {first}-{last}; steady = {}-{last}; every page touched)",
         path.display(),
         first + 1
     );
     if let Some(pool) = reports.iter().find(|r| r.allocator == AllocatorKind::Pool) {
         if let (Some(arena), Some(peak)) = (pool.plan_bytes, pool.plan_live_peak_bytes) {
-            println!(
+            outln!(
                 "pool plan: arena {} for a live peak of {} ({:.3}x)",
                 mib(arena),
                 mib(peak),
@@ -572,7 +595,7 @@ fn bench(path: &Path, args: &ReplayArgs) -> Result<ExitCode> {
             );
         }
     }
-    print!(
+    outp!(
         "{}",
         columns(
             &[
