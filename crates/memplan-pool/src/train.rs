@@ -330,41 +330,58 @@ fn tensors(trace: &Trace, number: u64, options: &TrainOptions) -> Result<Vec<Ten
     let this = &trace.iterations[index];
     let next = trace.iterations.get(index + 1);
     let len = this.events.len();
-    // Position of each free in this and the next iteration, by id.
-    let mut free_here: HashMap<u64, usize> = HashMap::new();
+    // Allocations of this iteration still live, by id (ids are unique among live
+    // allocations, but may be reused once freed): (alloc position, size).
+    let mut open: HashMap<u64, (usize, u64)> = HashMap::new();
+    let mut found: Vec<(usize, u64, Vec<(usize, usize)>)> = Vec::new();
     for (pos, event) in trace.events_of(this).iter().enumerate() {
-        if event.op == Op::Free {
-            free_here.insert(event.id, pos);
-        }
-    }
-    let mut free_next: HashMap<u64, usize> = HashMap::new();
-    if let Some(next) = next {
-        for (pos, event) in trace.events_of(next).iter().enumerate() {
-            if event.op == Op::Free {
-                free_next.entry(event.id).or_insert(pos);
+        match event.op {
+            Op::Alloc => {
+                open.insert(event.id, (pos, event.size));
+            }
+            Op::Free => {
+                if let Some((a, size)) = open.remove(&event.id) {
+                    found.push((a, size, vec![(a, pos)]));
+                }
             }
         }
     }
-    let mut out = Vec::new();
-    for (pos, event) in trace.events_of(this).iter().enumerate() {
-        if event.op != Op::Alloc || event.size < options.min_size {
+    // Still live at the end: freed in the next iteration (wraps round), or later.
+    if let Some(next) = next {
+        for (pos, event) in trace.events_of(next).iter().enumerate() {
+            if open.is_empty() {
+                break;
+            }
+            if event.op == Op::Free {
+                if let Some((a, size)) = open.remove(&event.id) {
+                    let lifetime = if pos < a {
+                        vec![(0, pos), (a, len)]
+                    } else {
+                        // Still live when its next instance is allocated.
+                        vec![(0, len)]
+                    };
+                    found.push((a, size, lifetime));
+                }
+            }
+        }
+    }
+    found.extend(
+        open.into_values()
+            .map(|(a, size)| (a, size, vec![(0, len)])),
+    );
+    found.sort_by_key(|f| f.0);
+
+    let mut out = Vec::with_capacity(found.len());
+    for (_, size, lifetime) in found {
+        if size < options.min_size {
             continue;
         }
-        let class = class_of(event.size, options.class_interval).ok_or(TrainError::Overflow)?;
-        // Ids are unique among live allocations, so a free of this id after `pos` is this
-        // allocation's.
-        let lifetime = match free_here.get(&event.id) {
-            Some(&f) if f > pos => vec![(pos, f)],
-            _ => match free_next.get(&event.id) {
-                Some(&f) if f < pos => vec![(0, f), (pos, len)],
-                _ => vec![(0, len)],
-            },
-        };
+        let class = class_of(size, options.class_interval).ok_or(TrainError::Overflow)?;
         // A free at position 0 of the next iteration leaves an empty wrapped part.
         let lifetime: Vec<(usize, usize)> = lifetime.into_iter().filter(|(s, e)| s < e).collect();
         let length = lifetime.iter().map(|(s, e)| e - s).sum();
         out.push(Tensor {
-            size: event.size,
+            size,
             class,
             lifetime,
             length,

@@ -346,3 +346,34 @@ fn real_traces_read_and_plan() {
         Trace::read(&dir.join(name), 0).unwrap();
     }
 }
+
+#[test]
+fn reused_ids_are_separate_tensors() {
+    // Id 1 is used twice per iteration, by tensors that never overlap: one 4 KiB block
+    // serves both, and a replay hits the plan every time.
+    let mut text = String::from("iter,op,size,id\n");
+    for iter in 0..3 {
+        for line in ["alloc,4096,1", "free,4096,1", "alloc,4096,1", "free,4096,1"] {
+            text.push_str(&format!("{iter},{line}\n"));
+        }
+    }
+    let trace = csv(&text).unwrap();
+    let plan = train(
+        &trace,
+        &TrainOptions {
+            class_interval: 4096,
+            order: Order::Allocation,
+            iteration: 1,
+            min_size: 0,
+            pack: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(plan.blocks.len(), 1);
+    assert_eq!(plan.blocks[0].tensors, 2);
+    assert_eq!(plan.live_peak_bytes, 4096);
+    let pool = Pool::new(&plan, PoolOptions::default()).unwrap();
+    for (requests, hits) in replay(&trace, &pool, 1, 1) {
+        assert_eq!(requests, hits);
+    }
+}
