@@ -287,6 +287,9 @@ pub fn class_of(size: u64, g: u64) -> Option<u64> {
     size.div_ceil(g).checked_mul(g)
 }
 
+/// One or two disjoint half-open intervals of event positions.
+type Lifetime = Vec<(usize, usize)>;
+
 /// A recorded tensor of the trained iteration.
 #[derive(Clone, Debug)]
 struct Tensor {
@@ -333,7 +336,8 @@ fn tensors(trace: &Trace, number: u64, options: &TrainOptions) -> Result<Vec<Ten
     // Allocations of this iteration still live, by id (ids are unique among live
     // allocations, but may be reused once freed): (alloc position, size).
     let mut open: HashMap<u64, (usize, u64)> = HashMap::new();
-    let mut found: Vec<(usize, u64, Vec<(usize, usize)>)> = Vec::new();
+    // (alloc position, size, lifetime) of each allocation found.
+    let mut found: Vec<(usize, u64, Lifetime)> = Vec::new();
     for (pos, event) in trace.events_of(this).iter().enumerate() {
         match event.op {
             Op::Alloc => {
