@@ -349,3 +349,16 @@ fn pool_bad_trace_names_file_line_and_field() {
     let err = stderr(&out);
     assert!(err.contains("bad.csv:3: field `size`"), "{err}");
 }
+
+#[test]
+fn pool_bench_compares_every_allocator() {
+    let out = memplan(&["pool", "bench", "examples/pool_trace.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for allocator in ["system", "jemalloc", "mimalloc", "pool"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(allocator)),
+            "{allocator} missing in\n{text}"
+        );
+    }
+}
