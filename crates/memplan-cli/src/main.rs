@@ -12,6 +12,7 @@ use memplan_graph::{Options, Order};
 mod commands;
 mod input;
 mod inspect;
+mod pool;
 mod progress;
 mod table;
 
@@ -113,6 +114,10 @@ enum Command {
         #[command(flatten)]
         graph: GraphArgs,
     },
+    /// Method 3, the profile-guided tensor pool: train a plan from an allocation trace,
+    /// replay traces through allocators, compare them.
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
 }
 
 /// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
@@ -286,6 +291,7 @@ fn main() -> ExitCode {
             repeat,
             graph,
         } => commands::bench(&files, &planners, format, repeat, &graph.settings()),
+        Command::Pool(command) => pool::run(command),
     };
     match result {
         Ok(code) => code,

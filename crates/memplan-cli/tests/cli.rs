@@ -612,3 +612,83 @@ fn plan_svg_is_written_and_well_formed() {
     assert_eq!(svg.matches("<g fill=").count(), 101);
     assert!(svg.contains("id=\"profile\"") && svg.contains("max-live"));
 }
+
+#[test]
+fn pool_train_golden_and_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let out = memplan(&[
+        "pool",
+        "train",
+        "examples/pool_trace.csv",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("pool_train_table.txt", &stdout(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(json["format"], "memplan-pool-plan");
+    assert!(json["blocks"].as_array().is_some_and(|b| !b.is_empty()));
+}
+
+#[test]
+fn pool_replay_json_reports_every_iteration() {
+    for allocator in ["pool", "system"] {
+        let out = memplan(&[
+            "pool",
+            "replay",
+            "examples/pool_trace.csv",
+            "--allocator",
+            allocator,
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(json["allocator"], allocator);
+        let iterations = json["iterations"].as_array().unwrap();
+        assert_eq!(iterations.len(), 3);
+        for it in iterations {
+            for key in [
+                "iteration",
+                "minor_faults",
+                "peak_rss_bytes",
+                "ns_per_alloc_free",
+            ] {
+                assert!(it[key].is_number(), "{key} in {it}");
+            }
+        }
+        if allocator == "pool" {
+            // Iterations 1 and 2 are served from the plan trained on iteration 1.
+            assert_eq!(iterations[1]["plan_hit_rate"], 1.0);
+            assert_eq!(iterations[2]["plan_hit_rate"], 1.0);
+        } else {
+            assert!(iterations[0]["plan_hit_rate"].is_null());
+        }
+    }
+}
+
+#[test]
+fn pool_bad_trace_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "op,size,id\nalloc,12,1\nalloc,x,2\n").unwrap();
+    let out = memplan(&["pool", "train", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("bad.csv:3: field `size`"), "{err}");
+}
+
+#[test]
+fn pool_bench_compares_every_allocator() {
+    let out = memplan(&["pool", "bench", "examples/pool_trace.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for allocator in ["system", "jemalloc", "mimalloc", "pool"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(allocator)),
+            "{allocator} missing in\n{text}"
+        );
+    }
+}

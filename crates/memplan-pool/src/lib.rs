@@ -1,0 +1,26 @@
+//! Method 3 of memplan: the profile-guided tensor pool for training.
+//!
+//! Training repeats the same iteration, so one recorded iteration predicts the next:
+//!
+//! ```text
+//!  trace (CSV / bin) ──► Trace ──► train() ──► Plan (JSON) ──► Pool::new ──► alloc / free
+//!                      iterations   size classes,             one arena,     plan hit, else
+//!                                   cache blocks,             carved into    class block, else
+//!                                   schedules                 the blocks     OS (with header)
+//! ```
+//!
+//! * [`trace`]: reading and validating allocation traces, split into iterations.
+//! * [`train`]: the plan trainer (size classes of interval `g`, cache blocks, traversal
+//!   orders, borrowing from larger classes).
+//! * [`pool`]: the runtime pool allocator, thread-safe, correct for any request sequence.
+//!
+//! The method and the measured results are in `doc/pool.md`; the trace formats in
+//! `doc/traces.md`.
+
+pub mod pool;
+pub mod trace;
+pub mod train;
+
+pub use pool::{Pool, PoolError, PoolOptions, PoolStats, Source};
+pub use trace::{Event, Iteration, Op, Trace, TraceError};
+pub use train::{train, Order, Plan, Stats, TrainError, TrainOptions, DEFAULT_CLASS_INTERVAL};
