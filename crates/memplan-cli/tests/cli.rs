@@ -692,3 +692,49 @@ fn pool_bench_compares_every_allocator() {
         );
     }
 }
+
+#[test]
+fn swap_none_golden() {
+    let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let out = memplan(&["swap", file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_tiny_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "swap",
+        file,
+        "--th-tts",
+        "4",
+        "--th-size",
+        "0",
+        "--max",
+        "1",
+        "-f",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_tiny_json.txt", &stdout(&out));
+}
+
+#[test]
+fn swap_errors_exit_2() {
+    let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let out = memplan(&["swap", file, "--planner", "method"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not implemented yet"),
+        "{}",
+        stderr(&out)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.graph.txt");
+    std::fs::write(&bad, "node1 -- Input -- forward_compute_time=1\n").unwrap();
+    let out = memplan(&["swap", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("bad.graph.txt:1: "),
+        "{}",
+        stderr(&out)
+    );
+    let out = memplan(&["swap", file, "--th-tts", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
