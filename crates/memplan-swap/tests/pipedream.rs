@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use memplan_graph::{read_graph_json, write_graph_json};
 use memplan_swap::pipedream::{parse, read_file, training_step, Profile};
 use memplan_swap::{simulate, timing};
 
@@ -123,5 +124,37 @@ fn peak_reflects_the_sharing() {
             .unwrap();
         assert!(a >= largest, "{name}");
         eprintln!("{name}: peak {a} shared, {b} unshared");
+    }
+}
+
+/// On every profile: each node starts at the latest arrival of its inputs, every slack
+/// is >= 0, and the training step survives a graph JSON round trip with the same
+/// timing and peak (the export path the rewritten graphs will use).
+#[test]
+fn timing_invariants_and_graph_json_round_trip() {
+    for name in ALL {
+        let Some(p) = profile(name) else { return };
+        let g = training_step(&p).unwrap().graph;
+        let t = timing::analyse(&g).unwrap();
+        for (i, node) in g.nodes().iter().enumerate() {
+            let latest = t.inputs[i]
+                .iter()
+                .flatten()
+                .map(|x| x.tat)
+                .fold(0.0, f64::max);
+            assert_eq!(t.start[i], latest, "{name}: {}", node.name);
+            assert!(t.inputs[i]
+                .iter()
+                .flatten()
+                .all(|x| x.tts >= 0.0 && x.trt == t.start[i]));
+            assert_eq!(t.finish[i], t.start[i] + node.latency_ms.unwrap());
+        }
+        let back = read_graph_json(&write_graph_json(&g), name).unwrap();
+        assert_eq!(timing::analyse(&back).unwrap(), t, "{name}");
+        assert_eq!(
+            simulate::no_swap(&back).unwrap().peak_bytes,
+            simulate::no_swap(&g).unwrap().peak_bytes,
+            "{name}"
+        );
     }
 }
