@@ -140,6 +140,12 @@ enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = swap::SwapFormat::Table)]
         format: swap::SwapFormat,
+        /// Also write the training step as graph JSON to PATH.
+        #[arg(long, value_name = "PATH")]
+        write_json: Option<PathBuf>,
+        /// Also write the training step as Graphviz DOT to PATH.
+        #[arg(long, value_name = "PATH")]
+        write_dot: Option<PathBuf>,
     },
 }
 
@@ -331,10 +337,14 @@ fn main() -> ExitCode {
             th_size,
             max,
             format,
+            write_json,
+            write_dot,
         } => swap::run(&swap::SwapArgs {
             graph: &graph,
             planner,
             format,
+            write_json: write_json.as_deref(),
+            write_dot: write_dot.as_deref(),
             params: memplan_swap::select::Params {
                 th_tts_ms: th_tts,
                 th_size_bytes: th_size,

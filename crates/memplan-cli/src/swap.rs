@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use memplan_swap::{pipedream, select, simulate, timing};
 use serde_json::json;
@@ -39,6 +39,8 @@ pub struct SwapArgs<'a> {
     pub graph: &'a Path,
     pub planner: SwapPlanner,
     pub format: SwapFormat,
+    pub write_json: Option<&'a Path>,
+    pub write_dot: Option<&'a Path>,
     pub params: select::Params,
 }
 
@@ -55,6 +57,14 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
     let profile = pipedream::read_file(args.graph)?;
     let step = pipedream::training_step(&profile)?;
     let graph = &step.graph;
+    if let Some(path) = args.write_json {
+        std::fs::write(path, memplan_graph::write_graph_json(graph))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = args.write_dot {
+        std::fs::write(path, memplan_swap::dot::write_dot(graph))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let report = simulate::no_swap(graph)?;
     let times = timing::analyse(graph)?;
     let chosen = select::candidates(graph, &times, &args.params);

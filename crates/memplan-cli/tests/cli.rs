@@ -738,3 +738,29 @@ fn swap_errors_exit_2() {
     let out = memplan(&["swap", file, "--th-tts", "-1"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn swap_writes_graph_json_and_dot() {
+    let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let dir = tempfile::tempdir().unwrap();
+    let (json, dot) = (dir.path().join("step.json"), dir.path().join("step.dot"));
+    let out = memplan(&[
+        "swap",
+        file,
+        "--write-json",
+        json.to_str().unwrap(),
+        "--write-dot",
+        dot.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The exported graph is a valid graph JSON that `inspect` reads.
+    let out = memplan(&[
+        "inspect",
+        json.to_str().unwrap(),
+        "--no-inplace",
+        "--no-alias",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dot = std::fs::read_to_string(dot).unwrap();
+    assert!(dot.starts_with("digraph ") && dot.contains("node4.bwd"));
+}

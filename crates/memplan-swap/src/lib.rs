@@ -6,11 +6,13 @@
 //!   (forward, then backward in reverse) as a [`memplan_graph::Graph`] with latencies;
 //! - [`timing`]: the timing analysis of the method (TAT, TRT and TTS per node input);
 //! - [`select`]: the method's choice of tensors (thTTS, thS, N);
-//! - [`simulate`]: the no-swap baseline (step time and peak device memory).
+//! - [`simulate`]: the no-swap baseline (step time and peak device memory);
+//! - [`dot`]: Graphviz DOT export.
 //!
 //! Rewriting (reduction and restore nodes), the copy-engine simulator and the baselines
 //! are not written yet; `doc/swap.md` lists what remains.
 
+pub mod dot;
 pub mod pipedream;
 pub mod select;
 pub mod simulate;
