@@ -349,6 +349,7 @@ fn main() -> ExitCode {
                 th_tts_ms: th_tts,
                 th_size_bytes: th_size,
                 max_count: max,
+                link_bytes_per_ms: None,
             },
         }),
     };

@@ -11,6 +11,10 @@
 //! - Only values in the activation arena ([`memplan_graph::Value::is_activation`]) are
 //!   candidates: weights and constants are not device activations in memplan's model,
 //!   and control edges carry no tensor.
+//! - Our improvement, off unless [`Params::link_bytes_per_ms`] is set (not in the method,
+//!   to be measured with the simulator): an input qualifies only when its slack also
+//!   covers the round trip at the link speed, `TTS >= 2 * bytes / link` (the copy to the
+//!   host and the copy back both have to fit in the wait).
 //! - The result is always sorted (size descending, then slack descending, then node and
 //!   slot), whether or not N cut it, so it is deterministic; the set is the method's.
 
@@ -27,6 +31,21 @@ pub struct Params {
     pub th_size_bytes: u64,
     /// N: the most candidates kept; `None` keeps all.
     pub max_count: Option<usize>,
+    /// Our improvement: the link speed in bytes per millisecond (12 GB/s is 1.2e7); when
+    /// set, the slack must cover the round trip `2 * bytes / link`.
+    pub link_bytes_per_ms: Option<f64>,
+}
+
+impl Params {
+    /// The method as stated: thTTS, thS and N, no link test.
+    pub fn method(th_tts_ms: f64, th_size_bytes: u64, max_count: Option<usize>) -> Params {
+        Params {
+            th_tts_ms,
+            th_size_bytes,
+            max_count,
+            link_bytes_per_ms: None,
+        }
+    }
 }
 
 /// One chosen node input.
@@ -52,7 +71,15 @@ pub fn candidates(graph: &Graph, timing: &Timing, params: &Params) -> Vec<Candid
                 continue;
             };
             let v = graph.value(*value);
-            if v.is_activation() && t.tts > params.th_tts_ms && v.bytes > params.th_size_bytes {
+            let covers = match params.link_bytes_per_ms {
+                Some(link) => t.tts >= 2.0 * v.bytes as f64 / link,
+                None => true,
+            };
+            if v.is_activation()
+                && t.tts > params.th_tts_ms
+                && v.bytes > params.th_size_bytes
+                && covers
+            {
                 out.push(Candidate {
                     node: NodeId(i as u32),
                     slot,
@@ -99,14 +126,13 @@ mod tests {
         th_size_bytes: u64,
         max_count: Option<usize>,
     ) -> Vec<(String, u64, f64)> {
+        chosen_with(Params::method(th_tts_ms, th_size_bytes, max_count))
+    }
+
+    fn chosen_with(params: Params) -> Vec<(String, u64, f64)> {
         let step = training_step(&parse(TINY, "tiny").unwrap()).unwrap();
         let g = &step.graph;
         let t = analyse(g).unwrap();
-        let params = Params {
-            th_tts_ms,
-            th_size_bytes,
-            max_count,
-        };
         candidates(g, &t, &params)
             .into_iter()
             .map(|c| {
@@ -153,5 +179,23 @@ mod tests {
         );
         assert_eq!(chosen(0.0, 0, Some(0)), []);
         assert_eq!(chosen(0.0, 0, Some(99)).len(), 4);
+    }
+
+    /// Link 50 bytes/ms: 100 bytes need a 4 ms round trip (node4's 1 ms slack is too
+    /// short, node4.bwd's 4 ms just enough), 50 bytes need 2 ms.
+    #[test]
+    fn link_test_drops_short_slacks() {
+        let params = Params {
+            link_bytes_per_ms: Some(50.0),
+            ..Params::method(0.0, 0, None)
+        };
+        assert_eq!(
+            chosen_with(params),
+            [
+                row("node3.bwd", 100, 10.0),
+                row("node4.bwd", 100, 4.0),
+                row("node2.bwd", 50, 13.0),
+            ]
+        );
     }
 }
