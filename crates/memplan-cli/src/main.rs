@@ -14,6 +14,7 @@ mod input;
 mod inspect;
 mod pool;
 mod progress;
+mod swap;
 mod table;
 
 /// Static memory planning for neural-network tensors.
@@ -118,6 +119,34 @@ enum Command {
     /// replay traces through allocators, compare them.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
+    /// Method 4, swap and compression by graph rewriting, on a PipeDream training profile
+    /// (`graph.txt`): so far the no-swap baseline (step time, peak memory), the critical
+    /// path and the tensors the method would choose.
+    Swap {
+        /// A PipeDream profile (`graph.txt`), built into one training step.
+        graph: PathBuf,
+        /// Which planner: only `none` runs so far.
+        #[arg(long, value_enum, default_value_t = swap::SwapPlanner::None)]
+        planner: swap::SwapPlanner,
+        /// thTTS: inputs whose timing slack exceeds this many milliseconds are candidates.
+        #[arg(long, default_value_t = 0.0, value_parser = parse_millis)]
+        th_tts: f64,
+        /// thS: inputs whose tensor exceeds this many bytes are candidates.
+        #[arg(long, default_value_t = 0)]
+        th_size: u64,
+        /// N: keep at most this many candidates, the largest.
+        #[arg(long)]
+        max: Option<usize>,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = swap::SwapFormat::Table)]
+        format: swap::SwapFormat,
+        /// Also write the training step as graph JSON to PATH.
+        #[arg(long, value_name = "PATH")]
+        write_json: Option<PathBuf>,
+        /// Also write the training step as Graphviz DOT to PATH.
+        #[arg(long, value_name = "PATH")]
+        write_dot: Option<PathBuf>,
+    },
 }
 
 /// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
@@ -197,6 +226,15 @@ pub struct SearchArgs {
     /// canonical, dominance, sections, hatless, restarts).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub search_rules: String,
+}
+
+fn parse_millis(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
+        _ => Err(format!(
+            "'{text}' is not a number of milliseconds (0 or more)"
+        )),
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -292,6 +330,28 @@ fn main() -> ExitCode {
             graph,
         } => commands::bench(&files, &planners, format, repeat, &graph.settings()),
         Command::Pool(command) => pool::run(command),
+        Command::Swap {
+            graph,
+            planner,
+            th_tts,
+            th_size,
+            max,
+            format,
+            write_json,
+            write_dot,
+        } => swap::run(&swap::SwapArgs {
+            graph: &graph,
+            planner,
+            format,
+            write_json: write_json.as_deref(),
+            write_dot: write_dot.as_deref(),
+            params: memplan_swap::select::Params {
+                th_tts_ms: th_tts,
+                th_size_bytes: th_size,
+                max_count: max,
+                link_bytes_per_ms: None,
+            },
+        }),
     };
     match result {
         Ok(code) => code,

@@ -692,3 +692,75 @@ fn pool_bench_compares_every_allocator() {
         );
     }
 }
+
+#[test]
+fn swap_none_golden() {
+    let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let out = memplan(&["swap", file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_tiny_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "swap",
+        file,
+        "--th-tts",
+        "4",
+        "--th-size",
+        "0",
+        "--max",
+        "1",
+        "-f",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_tiny_json.txt", &stdout(&out));
+}
+
+#[test]
+fn swap_errors_exit_2() {
+    let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let out = memplan(&["swap", file, "--planner", "method"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not implemented yet"),
+        "{}",
+        stderr(&out)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.graph.txt");
+    std::fs::write(&bad, "node1 -- Input -- forward_compute_time=1\n").unwrap();
+    let out = memplan(&["swap", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("bad.graph.txt:1: "),
+        "{}",
+        stderr(&out)
+    );
+    let out = memplan(&["swap", file, "--th-tts", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn swap_writes_graph_json_and_dot() {
+    let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let dir = tempfile::tempdir().unwrap();
+    let (json, dot) = (dir.path().join("step.json"), dir.path().join("step.dot"));
+    let out = memplan(&[
+        "swap",
+        file,
+        "--write-json",
+        json.to_str().unwrap(),
+        "--write-dot",
+        dot.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The exported graph is a valid graph JSON that `inspect` reads.
+    let out = memplan(&[
+        "inspect",
+        json.to_str().unwrap(),
+        "--no-inplace",
+        "--no-alias",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dot = std::fs::read_to_string(dot).unwrap();
+    assert!(dot.starts_with("digraph ") && dot.contains("node4.bwd"));
+}
