@@ -211,6 +211,20 @@ pub fn plan(
             list.join("\n")
         );
     }
+    // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
+    if planner.name() == planner::Exclusive.name() {
+        let mut lifetimes = loaded.problem.clone();
+        if alignment > 1 {
+            lifetimes = lifetimes.with_alignment(alignment)?;
+        }
+        let report = checker::check(&lifetimes, &outcome.plan);
+        if let Some(violation) = report.violations.first() {
+            bail!(
+                "internal error: the exclusive plan of '{}' breaks the tensors' lifetimes: {violation}; please report this bug",
+                file.display()
+            );
+        }
+    }
     let arena = report.arena_bytes.unwrap_or(0);
     let text = match format {
         Format::Json => {
