@@ -165,7 +165,7 @@ pub fn plan(
     let planner = planner::by_name(planner_name)?;
     let strip = strip_options(planner, extras)?;
     let loaded = input::read_input(file, settings)?;
-    let mut problem = loaded.problem;
+    let mut problem = loaded.problem.clone();
     if alignment > 1 {
         problem = problem.with_alignment(alignment).with_context(|| {
             format!(
@@ -174,7 +174,14 @@ pub fn plan(
             )
         })?;
     }
+    // The bound is that of the lifetime problem: an exclusive plan is valid for it too.
     let lower_bound = max_live(&problem, file)?;
+    if planner.name() == planner::Exclusive.name() {
+        problem = input::exclusive_problem(file, &loaded, settings)?;
+        if alignment > 1 {
+            problem = problem.with_alignment(alignment)?;
+        }
+    }
     let message = format!("{}: {} buffers", planner.name(), problem.len());
     let outcome = if planner.name() == Search::DEFAULT.name() {
         run_search(extras.search, &problem)
@@ -203,6 +210,20 @@ pub fn plan(
             report.violations.len(),
             list.join("\n")
         );
+    }
+    // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
+    if planner.name() == planner::Exclusive.name() {
+        let mut lifetimes = loaded.problem.clone();
+        if alignment > 1 {
+            lifetimes = lifetimes.with_alignment(alignment)?;
+        }
+        let report = checker::check(&lifetimes, &outcome.plan);
+        if let Some(violation) = report.violations.first() {
+            bail!(
+                "internal error: the exclusive plan of '{}' breaks the tensors' lifetimes: {violation}; please report this bug",
+                file.display()
+            );
+        }
     }
     let arena = report.arena_bytes.unwrap_or(0);
     let text = match format {
@@ -235,6 +256,12 @@ pub fn plan(
                 extra.insert("first_arena_bytes".into(), json!(strip.first_arena));
                 extra.insert("best_iteration".into(), json!(strip.best_iteration));
             }
+            if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
+                extra.insert("buffers".into(), json!(stats.buffers));
+                extra.insert("reused_bytes".into(), json!(stats.reused_bytes));
+                extra.insert("new_pool_bytes".into(), json!(stats.new_pool_bytes));
+                extra.insert("exclusive_pairs".into(), json!(problem.conflicts().len()));
+            }
             if let Some(search) = &outcome.search {
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
                 extra.insert("search_nodes".into(), json!(search.nodes));
@@ -255,11 +282,35 @@ pub fn plan(
         }
         Format::Csv => csv::write_solution(&problem, &outcome.plan),
         Format::Table => {
-            let graph = loaded
+            let mut graph = loaded
                 .graph
                 .as_ref()
                 .map(|(g, a)| graph_rows(g, a, settings))
                 .unwrap_or_default();
+            if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
+                let rules = settings.exclusive_rules;
+                let on: Vec<&str> = [
+                    (rules.edges, "edges"),
+                    (rules.branches, "branches"),
+                    (rules.outputs, "outputs"),
+                ]
+                .iter()
+                .filter(|r| r.0)
+                .map(|r| r.1)
+                .chain(["live"])
+                .collect();
+                graph.push(("exclusive rules", on.join(",")));
+                graph.push(("exclusive pairs", problem.conflicts().len().to_string()));
+                graph.push((
+                    "pool",
+                    format!(
+                        "{} blocks, {} reused, {} new pool",
+                        stats.buffers,
+                        bytes(stats.reused_bytes),
+                        bytes(stats.new_pool_bytes)
+                    ),
+                ));
+            }
             plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
         }
         Format::Ascii => ascii::render(
@@ -285,6 +336,17 @@ pub fn plan(
             .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The method's statistics when `planner` is `exclusive`.
+fn exclusive_stats(
+    planner: &dyn Planner,
+    problem: &Problem,
+    plan: &Plan,
+) -> Option<planner::ExclusiveStats> {
+    (planner.name() == planner::Exclusive.name())
+        .then(|| planner::exclusive_stats(problem, plan))
+        .flatten()
 }
 
 /// `planner on file-name`, the heading of the pictures.
@@ -603,16 +665,36 @@ pub fn bench(
     };
     let mut rows = Vec::new();
     for file in files {
-        let problem = input::read_input(file, settings)?.problem;
-        let lower_bound = max_live(&problem, file)?;
+        let loaded = input::read_input(file, settings)?;
+        let lower_bound = max_live(&loaded.problem, file)?;
         for &planner in &planners {
+            // `exclusive` plans the graph's exclusivity problem (an error row without one).
+            let problem = if planner.name() == planner::Exclusive.name() {
+                match input::exclusive_problem(file, &loaded, settings) {
+                    Ok(p) => std::borrow::Cow::Owned(p),
+                    Err(e) => {
+                        rows.push(BenchRow {
+                            file: file.display().to_string(),
+                            buffers: loaded.problem.len(),
+                            lower_bound,
+                            planner: planner.name(),
+                            arena: Err(format!("{e:#}")),
+                            elapsed: Duration::ZERO,
+                        });
+                        continue;
+                    }
+                }
+            } else {
+                std::borrow::Cow::Borrowed(&loaded.problem)
+            };
+            let problem: &Problem = &problem;
             let message = format!("{} on {}", planner.name(), file.display());
             let (result, elapsed) = progress::with_spinner(message, || {
                 let mut fastest = Duration::MAX;
                 let mut result = None;
                 for _ in 0..repeat {
                     let started = Instant::now();
-                    let r = planner.plan(&problem);
+                    let r = planner.plan(problem);
                     fastest = fastest.min(started.elapsed());
                     result = Some(r);
                 }
@@ -620,7 +702,7 @@ pub fn bench(
             });
             let arena = match result {
                 Ok(plan) => {
-                    let report = checker::check(&problem, &plan);
+                    let report = checker::check(problem, &plan);
                     if !report.is_valid() {
                         bail!(
                             "internal error: planner '{}' produced an invalid plan for '{}': {}; please report this bug",

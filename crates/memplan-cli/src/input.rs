@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use memplan::io::{csv, json};
 use memplan::{Plan, Problem};
-use memplan_graph::{Analysis, Graph, Options, Order};
+use memplan_graph::{Analysis, Graph, Options, Order, Rules};
 use memplan_onnx::ImportOptions;
 
 /// How a model file becomes a problem: the `--input-shape` and `--dim` overrides for ONNX,
@@ -23,6 +23,8 @@ pub struct GraphSettings {
     pub import: ImportOptions,
     pub order: Order,
     pub options: Options,
+    /// `--exclusive-rules`: the switchable exclusivity rules of `--planner exclusive`.
+    pub exclusive_rules: Rules,
 }
 
 /// What an input file gave: always a problem, and the graph with its analysis when the
@@ -109,6 +111,24 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
         problem: analysis.problem.clone(),
         graph: Some((graph, analysis)),
     })
+}
+
+/// The problem the `exclusive` planner plans for a loaded graph (methods.md §1): its
+/// buffers kept apart by exclusivity alone ([`memplan_graph::exclusive_problem`]). A
+/// minimalloc CSV has no graph, hence no operators to be exclusive: an error says so.
+pub fn exclusive_problem(
+    path: &Path,
+    loaded: &Loaded,
+    settings: &GraphSettings,
+) -> Result<Problem> {
+    let Some((graph, analysis)) = &loaded.graph else {
+        anyhow::bail!(
+            "'{}' is not a graph: the exclusive planner needs a graph JSON (.json) or ONNX (.onnx) file, because exclusivity comes from the operators and their edges",
+            path.display()
+        );
+    };
+    memplan_graph::exclusive_problem(graph, analysis, settings.exclusive_rules)
+        .with_context(|| format!("'{}'", path.display()))
 }
 
 /// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.

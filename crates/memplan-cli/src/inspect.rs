@@ -231,3 +231,65 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
     emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// `memplan inspect --exclusive`: the exclusive pairs of blocks (methods.md §1), each with
+/// the first rule that makes it (`edges`, `branches`, `outputs`, or `live` for rule 4).
+pub fn inspect_exclusive(
+    file: &Path,
+    format: InspectFormat,
+    settings: &GraphSettings,
+) -> Result<ExitCode> {
+    let graph = input::read_graph(file, &settings.import)?;
+    let analysis = input::analyse(file, &graph, settings)?;
+    let exclusive = memplan_graph::exclusivity(&graph, &analysis, settings.exclusive_rules);
+    let buffers = analysis.problem.buffers();
+    let name = |id: memplan::BufferId| buffers[id.index()].name.as_str();
+    let text = match format {
+        InspectFormat::Csv => {
+            let mut out = String::from("a,b,rule\n");
+            for &(a, b, reason) in &exclusive.pairs {
+                out.push_str(&format!(
+                    "{},{},{}\n",
+                    csv_field(name(a)),
+                    csv_field(name(b)),
+                    reason.name()
+                ));
+            }
+            out
+        }
+        InspectFormat::Json => {
+            let pairs: Vec<_> = exclusive
+                .pairs
+                .iter()
+                .map(|&(a, b, reason)| json!({"a": name(a), "b": name(b), "rule": reason.name()}))
+                .collect();
+            let value = json!({
+                "graph": graph.name,
+                "blocks": buffers.len(),
+                "pairs": pairs,
+            });
+            format!("{}\n", serde_json::to_string_pretty(&value)?)
+        }
+        InspectFormat::Table => {
+            let mut partners: Vec<Vec<String>> = vec![Vec::new(); buffers.len()];
+            for &(a, b, reason) in &exclusive.pairs {
+                partners[a.index()].push(format!("{} ({})", name(b), reason.name()));
+                partners[b.index()].push(format!("{} ({})", name(a), reason.name()));
+            }
+            let cells: Vec<Vec<String>> = buffers
+                .iter()
+                .zip(&partners)
+                .map(|(b, p)| vec![b.name.clone(), b.size.to_string(), p.join(", ")])
+                .collect();
+            let mut out = columns(&["block", "bytes", "exclusive with (rule)"], &cells);
+            out.push('\n');
+            out.push_str(&key_values(&[
+                ("blocks", buffers.len().to_string()),
+                ("exclusive pairs", exclusive.pairs.len().to_string()),
+            ]));
+            out
+        }
+    };
+    emit(&text, None)?;
+    Ok(ExitCode::SUCCESS)
+}

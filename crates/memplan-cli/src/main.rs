@@ -92,6 +92,10 @@ enum Command {
         /// columns are those of the reference `tensors.csv` files), or JSON with everything.
         #[arg(long, short, value_enum, default_value_t = InspectFormat::Table)]
         format: InspectFormat,
+        /// Print the exclusive pairs of blocks (methods.md §1) under `--exclusive-rules`
+        /// instead of the tensors: one row per block, or one per pair in CSV and JSON.
+        #[arg(long)]
+        exclusive: bool,
         #[command(flatten)]
         graph: GraphArgs,
     },
@@ -169,6 +173,11 @@ struct GraphArgs {
     /// deterministic topological order.
     #[arg(long, value_enum, default_value_t = OrderArg::File)]
     order: OrderArg,
+    /// `--planner exclusive`: the exclusivity rules to apply, comma-separated, of
+    /// `edges`, `branches`, `outputs` (or `none`); rule 4 (blocks live at the same step)
+    /// always applies. See doc/exclusive.md.
+    #[arg(long, value_name = "RULES", default_value = "edges,branches,outputs", value_parser = memplan_graph::Rules::parse)]
+    exclusive_rules: memplan_graph::Rules,
 }
 
 impl GraphArgs {
@@ -186,6 +195,7 @@ impl GraphArgs {
                 alias: !self.no_alias,
                 inplace: !self.no_inplace,
             },
+            exclusive_rules: self.exclusive_rules,
         }
     }
 }
@@ -319,8 +329,15 @@ fn main() -> ExitCode {
         Command::Inspect {
             file,
             format,
+            exclusive,
             graph,
-        } => commands::inspect(&file, format, &graph.settings()),
+        } => {
+            if exclusive {
+                inspect::inspect_exclusive(&file, format, &graph.settings())
+            } else {
+                commands::inspect(&file, format, &graph.settings())
+            }
+        }
         Command::Planners => commands::planners(),
         Command::Bench {
             files,

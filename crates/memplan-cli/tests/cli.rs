@@ -764,3 +764,54 @@ fn swap_writes_graph_json_and_dot() {
     let dot = std::fs::read_to_string(dot).unwrap();
     assert!(dot.starts_with("digraph ") && dot.contains("node4.bwd"));
 }
+
+#[test]
+fn exclusive_plan_golden() {
+    let out = memplan(&[
+        "plan",
+        "examples/exclusive_example.json",
+        "--planner",
+        "exclusive",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("arena              48234496 B (46.00 MiB)"),
+        "{text}"
+    );
+    golden("plan_exclusive_example_table.txt", &text);
+}
+
+#[test]
+fn inspect_exclusive_golden() {
+    let out = memplan(&[
+        "inspect",
+        "--exclusive",
+        "examples/exclusive_example.json",
+        "--exclusive-rules",
+        "edges,outputs",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_exclusive_example_table.txt", &stdout(&out));
+}
+
+#[test]
+fn exclusive_needs_a_graph() {
+    let out = memplan(&["plan", "examples/small.csv", "--planner", "exclusive"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("needs a graph"), "{}", stderr(&out));
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "exclusive",
+        "--exclusive-rules",
+        "edge",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("edges, branches, outputs"),
+        "{}",
+        stderr(&out)
+    );
+}

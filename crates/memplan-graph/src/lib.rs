@@ -10,6 +10,8 @@
 //! - [`order`]: the execution order ([`execution_order`], [`Order`]);
 //! - [`analysis`]: lifetimes, aliasing, in-place reuse and the [`memplan::Problem`]
 //!   ([`analyse`]);
+//! - [`exclusive`]: the exclusivity of operators' blocks (methods.md §1) and the problem
+//!   the `exclusive` planner plans ([`exclusive_problem`]);
 //! - [`json`]: memplan's graph JSON ([`read_graph_json`], [`write_graph_json`]).
 //!
 //! ```
@@ -33,6 +35,7 @@
 //! ```
 
 pub mod analysis;
+pub mod exclusive;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod ir;
@@ -40,6 +43,7 @@ pub mod json;
 pub mod order;
 
 pub use analysis::{analyse, Analysis, AnalysisError, Options, Role, Stats, ValueInfo};
+pub use exclusive::{exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
     ValueKind,

@@ -412,7 +412,8 @@ fn every_planner_is_registered_after_naive() {
             "greedy-breadth",
             "best-of",
             "strip",
-            "search"
+            "search",
+            "exclusive"
         ]
     );
     for p in planner::all() {

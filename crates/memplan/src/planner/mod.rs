@@ -15,6 +15,7 @@
 //! | `best-of` | the five greedy planners in parallel | smallest arena wins |
 //! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
+//! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is
 //! deterministic.
@@ -31,6 +32,7 @@ use crate::problem::Problem;
 
 pub mod best_of;
 mod breadth;
+pub mod exclusive;
 mod greedy;
 mod naive;
 mod placement;
@@ -39,6 +41,7 @@ pub mod strip;
 
 pub use best_of::{run_all, Attempt, BestOf};
 pub use breadth::Breadth;
+pub use exclusive::{exclusive_stats, Exclusive, ExclusiveStats};
 pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
 pub use search::Search;
@@ -77,6 +80,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &BestOf,
         &Strip::DEFAULT,
         &Search::DEFAULT,
+        &Exclusive,
     ]
 }
 
