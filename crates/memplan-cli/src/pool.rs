@@ -16,15 +16,7 @@ use crate::ReportFormat;
 
 /// Writes to standard output; a closed pipe (`| head`) is not an error.
 fn out(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|_| stdout.flush())
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("cannot write to standard output"),
-    }
+    crate::commands::emit(text, None)
 }
 
 /// `println!` through [`out`].

@@ -5,17 +5,10 @@ use std::time::Duration;
 
 /// `1048576 B (1.00 MiB)`; below 1 KiB just `12 B`.
 pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
+    match memplan::render::binary_units(n) {
+        Some((value, unit)) => format!("{n} B ({value:.2} {unit})"),
+        None => format!("{n} B"),
     }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{n} B ({value:.2} {})", UNITS[unit])
 }
 
 /// `arena / bound` with three decimals; `-` when the bound is 0.

@@ -60,16 +60,9 @@ impl Scene<'_> {
 
 /// Short byte counts for axes and labels: `512 B`, `1.5 KiB`, `3.07 GiB`.
 pub fn short_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
+    let Some((value, unit)) = binary_units(n) else {
         return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
+    };
     let digits = if value >= 100.0 {
         0
     } else if value >= 10.0 {
@@ -83,7 +76,23 @@ pub fn short_bytes(n: u64) -> String {
     } else {
         &text
     };
-    format!("{text} {}", UNITS[unit])
+    format!("{text} {unit}")
+}
+
+/// `n` bytes as a value in the largest binary unit (KiB … EiB) that keeps it at least 1,
+/// or `None` below 1 KiB.
+pub fn binary_units(n: u64) -> Option<(f64, &'static str)> {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return None;
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    Some((value, UNITS[unit]))
 }
 
 /// About `count` round tick values in `[lo, hi]`: multiples of 1, 2 or 5 times a power of
