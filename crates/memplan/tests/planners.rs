@@ -413,7 +413,8 @@ fn every_planner_is_registered_after_naive() {
             "best-of",
             "strip",
             "search",
-            "exclusive"
+            "exclusive",
+            "npu"
         ]
     );
     for p in planner::all() {

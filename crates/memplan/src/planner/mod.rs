@@ -16,6 +16,7 @@
 //! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
+//! | `npu` | groups, then widest step first (methods.md §2) | shared objects, end to end |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is
 //! deterministic.
@@ -35,6 +36,7 @@ mod breadth;
 pub mod exclusive;
 mod greedy;
 mod naive;
+pub mod npu;
 mod placement;
 pub mod search;
 pub mod strip;
@@ -44,6 +46,7 @@ pub use breadth::Breadth;
 pub use exclusive::{exclusive_stats, Exclusive, ExclusiveStats};
 pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
+pub use npu::{Match, Npu, NpuStats};
 pub use search::Search;
 pub use strip::{Metric, Stop, Strip, StripOutcome};
 
@@ -81,6 +84,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Strip::DEFAULT,
         &Search::DEFAULT,
         &Exclusive,
+        &Npu { rule: Match::Size },
     ]
 }
 
