@@ -217,8 +217,7 @@ impl<'p> Pool<'p> {
 
     /// The matching rule: joins a matching object, else adds a new one.
     fn look_up(&mut self, id: BufferId) -> Result<(), PlanError> {
-        if self.object_of[id.index()].is_some() || self.problem.buffer(id).fixed_offset.is_some()
-        {
+        if self.object_of[id.index()].is_some() || self.problem.buffer(id).fixed_offset.is_some() {
             return Ok(());
         }
         let buffer = self.problem.buffer(id);
@@ -495,13 +494,19 @@ mod tests {
         let a = checked(&p, &groups, Match::Size);
         // a alone; step 0 (width 12): b new; step 2 (10): c new (a is dedicated);
         // step 3 (5): e (3) joins c (10, difference 7), d (2) joins b (2).
-        assert_eq!(a.object_of, vec![Some(0), Some(1), Some(2), Some(1), Some(2)]);
+        assert_eq!(
+            a.object_of,
+            vec![Some(0), Some(1), Some(2), Some(1), Some(2)]
+        );
         assert_eq!(a.stats.new_pool_bytes, 22);
         assert_eq!(a.stats.dedicated_buffers, 1);
         groups.share_dedicated = true;
         let shared = checked(&p, &groups, Match::Size);
         // c joins a's object now, and so does e (b's object is too small for it).
-        assert_eq!(shared.object_of, vec![Some(0), Some(1), Some(0), Some(1), Some(0)]);
+        assert_eq!(
+            shared.object_of,
+            vec![Some(0), Some(1), Some(0), Some(1), Some(0)]
+        );
         assert_eq!(shared.stats.new_pool_bytes, 12);
     }
 
