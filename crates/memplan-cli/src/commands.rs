@@ -90,6 +90,8 @@ pub struct PlanExtras<'a> {
     pub max_iters: Option<u32>,
     /// search's `--time-limit`, `--seed`, `--threads`, `--search-rules`.
     pub search: &'a SearchArgs,
+    /// npu's `--platform` and `--match`.
+    pub npu: &'a crate::npu::NpuArgs,
 }
 
 /// strip with the options given, or `None` for another planner (which takes none).
@@ -174,6 +176,14 @@ pub fn plan(
             )
         })?;
     }
+    // npu plans the analysis with the platform's in-place operators and alignment.
+    let npu = if planner.name() == planner::Npu::default().name() {
+        let prepared = crate::npu::prepare(file, &loaded, settings, extras.npu, alignment)?;
+        problem = prepared.problem.clone();
+        Some(prepared)
+    } else {
+        None
+    };
     // The bound is that of the lifetime problem: an exclusive plan is valid for it too.
     let lower_bound = max_live(&problem, file)?;
     if planner.name() == planner::Exclusive.name() {
@@ -183,7 +193,24 @@ pub fn plan(
         }
     }
     let message = format!("{}: {} buffers", planner.name(), problem.len());
-    let outcome = if planner.name() == Search::DEFAULT.name() {
+    let mut npu_assignment = None;
+    let outcome = if let Some(prepared) = &npu {
+        let started = Instant::now();
+        let assignment = prepared.assign();
+        let elapsed = started.elapsed();
+        assignment.map_err(anyhow::Error::from).map(|a| {
+            let plan = a.plan.clone();
+            npu_assignment = Some(a);
+            Outcome {
+                plan,
+                elapsed,
+                chosen: None,
+                attempts: Vec::new(),
+                strip: None,
+                search: None,
+            }
+        })
+    } else if planner.name() == Search::DEFAULT.name() {
         run_search(extras.search, &problem)
     } else {
         progress::with_spinner(message, || run(planner, strip, &problem))
@@ -262,6 +289,9 @@ pub fn plan(
                 extra.insert("new_pool_bytes".into(), json!(stats.new_pool_bytes));
                 extra.insert("exclusive_pairs".into(), json!(problem.conflicts().len()));
             }
+            if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
+                crate::npu::json_extras(prepared, assignment, &mut extra);
+            }
             if let Some(search) = &outcome.search {
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
                 extra.insert("search_nodes".into(), json!(search.nodes));
@@ -310,6 +340,9 @@ pub fn plan(
                         bytes(stats.new_pool_bytes)
                     ),
                 ));
+            }
+            if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
+                graph.extend(crate::npu::table_rows(prepared, assignment));
             }
             plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
         }
@@ -654,6 +687,7 @@ pub fn bench(
     format: crate::BenchFormat,
     repeat: u32,
     settings: &GraphSettings,
+    npu_args: &crate::npu::NpuArgs,
 ) -> Result<ExitCode> {
     let planners: Vec<&'static dyn Planner> = if names.is_empty() {
         planner::all().to_vec()
@@ -668,8 +702,16 @@ pub fn bench(
         let loaded = input::read_input(file, settings)?;
         let lower_bound = max_live(&loaded.problem, file)?;
         for &planner in &planners {
+            // `npu` plans its own problem with the method's groups.
+            let npu = if planner.name() == planner::Npu::default().name() {
+                Some(crate::npu::prepare(file, &loaded, settings, npu_args, 1)?)
+            } else {
+                None
+            };
             // `exclusive` plans the graph's exclusivity problem (an error row without one).
-            let problem = if planner.name() == planner::Exclusive.name() {
+            let problem = if let Some(prepared) = &npu {
+                std::borrow::Cow::Borrowed(&prepared.problem)
+            } else if planner.name() == planner::Exclusive.name() {
                 match input::exclusive_problem(file, &loaded, settings) {
                     Ok(p) => std::borrow::Cow::Owned(p),
                     Err(e) => {
@@ -694,7 +736,10 @@ pub fn bench(
                 let mut result = None;
                 for _ in 0..repeat {
                     let started = Instant::now();
-                    let r = planner.plan(problem);
+                    let r = match &npu {
+                        Some(prepared) => prepared.assign().map(|a| a.plan),
+                        None => planner.plan(problem),
+                    };
                     fastest = fastest.min(started.elapsed());
                     result = Some(r);
                 }

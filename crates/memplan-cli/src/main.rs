@@ -12,6 +12,7 @@ use memplan_graph::{Options, Order};
 mod commands;
 mod input;
 mod inspect;
+mod npu;
 mod pool;
 mod progress;
 mod swap;
@@ -59,6 +60,8 @@ enum Command {
         max_iters: Option<u32>,
         #[command(flatten)]
         search: SearchArgs,
+        #[command(flatten)]
+        npu: npu::NpuArgs,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -96,6 +99,13 @@ enum Command {
         /// instead of the tensors: one row per block, or one per pair in CSV and JSON.
         #[arg(long)]
         exclusive: bool,
+        /// Print every operator's configuration (methods.md §2) instead of the tensors:
+        /// its group on the `--platform`, the tensors present while it runs with their
+        /// usage periods, and its width (their bytes).
+        #[arg(long, conflicts_with = "exclusive")]
+        operators: bool,
+        #[command(flatten)]
+        platform: npu::PlatformArg,
         #[command(flatten)]
         graph: GraphArgs,
     },
@@ -118,6 +128,8 @@ enum Command {
         repeat: u32,
         #[command(flatten)]
         graph: GraphArgs,
+        #[command(flatten)]
+        npu: npu::NpuArgs,
     },
     /// Method 3, the profile-guided tensor pool: train a plan from an allocation trace,
     /// replay traces through allocators, compare them.
@@ -301,6 +313,7 @@ fn main() -> ExitCode {
             metric,
             max_iters,
             search,
+            npu,
         } => commands::plan(
             &file,
             &planner,
@@ -313,6 +326,7 @@ fn main() -> ExitCode {
                 metric: metric.as_deref(),
                 max_iters,
                 search: &search,
+                npu: &npu,
             },
         ),
         Command::Check {
@@ -330,10 +344,14 @@ fn main() -> ExitCode {
             file,
             format,
             exclusive,
+            operators,
+            platform,
             graph,
         } => {
             if exclusive {
                 inspect::inspect_exclusive(&file, format, &graph.settings())
+            } else if operators {
+                npu::inspect_operators(&file, format, &graph.settings(), &platform)
             } else {
                 commands::inspect(&file, format, &graph.settings())
             }
@@ -345,7 +363,8 @@ fn main() -> ExitCode {
             format,
             repeat,
             graph,
-        } => commands::bench(&files, &planners, format, repeat, &graph.settings()),
+            npu,
+        } => commands::bench(&files, &planners, format, repeat, &graph.settings(), &npu),
         Command::Pool(command) => pool::run(command),
         Command::Swap {
             graph,

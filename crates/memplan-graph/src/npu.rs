@@ -299,6 +299,37 @@ pub enum NpuError {
     Plan(#[from] PlanError),
 }
 
+/// What the allocation needs for one graph.
+#[derive(Clone, Debug)]
+pub struct NpuInput {
+    /// The problem planned: the analysis' buffers with the platform's alignment.
+    pub problem: Problem,
+    pub configs: Vec<OperatorConfig>,
+    pub groups: Groups,
+}
+
+/// The problem, the operator configuration and the groups of `analysis` (from
+/// [`analyse_for`]); every alignment is raised to the platform's and to `alignment` (1:
+/// none beyond the platform's).
+pub fn npu_input(
+    graph: &Graph,
+    analysis: &Analysis,
+    platform: &Platform,
+    alignment: u64,
+) -> Result<NpuInput, NpuError> {
+    let problem = analysis
+        .problem
+        .with_alignment(platform.alignment)?
+        .with_alignment(alignment)?;
+    let configs = operator_configs(graph, analysis, platform)?;
+    let groups = npu_groups(graph, analysis, &configs, platform);
+    Ok(NpuInput {
+        problem,
+        configs,
+        groups,
+    })
+}
+
 /// Everything the method produced for one graph.
 #[derive(Clone, Debug)]
 pub struct NpuPlan {
@@ -309,9 +340,8 @@ pub struct NpuPlan {
     pub assignment: Assignment,
 }
 
-/// Plans `analysis` (from [`analyse_for`]) with the method. The plan is for the analysis'
-/// problem with every alignment raised to the platform's and to `alignment` (1: none
-/// beyond the platform's); the caller checks it like every plan.
+/// Plans `analysis` (from [`analyse_for`]) with the method ([`npu_input`], then
+/// [`assign`]); the caller checks the plan like every plan.
 pub fn plan_npu(
     graph: &Graph,
     analysis: &Analysis,
@@ -319,16 +349,11 @@ pub fn plan_npu(
     rule: Match,
     alignment: u64,
 ) -> Result<NpuPlan, NpuError> {
-    let problem = analysis
-        .problem
-        .with_alignment(platform.alignment)?
-        .with_alignment(alignment)?;
-    let configs = operator_configs(graph, analysis, platform)?;
-    let groups = npu_groups(graph, analysis, &configs, platform);
-    let assignment = assign(&problem, &groups, rule)?;
+    let input = npu_input(graph, analysis, platform, alignment)?;
+    let assignment = assign(&input.problem, &input.groups, rule)?;
     Ok(NpuPlan {
-        problem,
-        configs,
+        problem: input.problem,
+        configs: input.configs,
         assignment,
     })
 }

@@ -44,12 +44,12 @@
 //! group: every distinct start step of a live segment is an operator of group 3
 //! ([`Groups::steps_only`]).
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use super::{PlanError, Planner};
 use crate::bound;
 use crate::plan::Plan;
-use crate::problem::{lcm, Buffer, BufferId, Problem};
+use crate::problem::{lcm, BufferId, Lifetime, Problem};
 
 /// How a buffer picks an object of the pool (methods.md §2, both options).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -142,71 +142,101 @@ pub struct Assignment {
 }
 
 /// The pool while it is being built.
+///
+/// Each object keeps the live segments of its members, sorted and disjoint (members never
+/// live together), so "free for a buffer" and "gap in time" are binary searches; objects
+/// are also kept by size, so that size match stops at the first free object.
 struct Pool<'p> {
     problem: &'p Problem,
     rule: Match,
     share_dedicated: bool,
-    conflicts: HashSet<(u32, u32)>,
+    /// Conflict partners of each buffer.
+    partners: Vec<Vec<BufferId>>,
     objects: Vec<SharedObject>,
+    /// `segments[k]`: the live segments of object `k`'s members, sorted by start.
+    segments: Vec<Vec<Lifetime>>,
+    /// `(size, index)` of every object that later buffers may join.
+    by_size: BTreeSet<(u64, usize)>,
     object_of: Vec<Option<usize>>,
     stats: NpuStats,
 }
 
-/// Steps between two lifetimes (0 when they touch or overlap).
-fn time_gap(a: &Buffer, b: &Buffer) -> u64 {
-    let (a, b) = (a.lifetime, b.lifetime);
-    if a.end <= b.start {
-        b.start - a.end
-    } else {
-        a.start.saturating_sub(b.end)
-    }
+/// Where `segment` would go among the sorted disjoint `segments`, or `None` when it
+/// overlaps one of them.
+fn slot(segments: &[Lifetime], segment: Lifetime) -> Option<usize> {
+    let k = segments.partition_point(|s| s.start < segment.end);
+    (k == 0 || segments[k - 1].end <= segment.start).then_some(k)
+}
+
+/// Steps between `lifetime` and the nearest of the sorted disjoint `segments` (0 when
+/// one touches or lies inside it); `u64::MAX` for no segments.
+fn time_gap(segments: &[Lifetime], lifetime: Lifetime) -> u64 {
+    let k = segments.partition_point(|s| s.start < lifetime.end);
+    let before = match k {
+        0 => u64::MAX,
+        _ => lifetime.start.saturating_sub(segments[k - 1].end),
+    };
+    let after = segments.get(k).map_or(u64::MAX, |s| s.start - lifetime.end);
+    before.min(after)
 }
 
 impl<'p> Pool<'p> {
     fn new(problem: &'p Problem, rule: Match, share_dedicated: bool) -> Pool<'p> {
-        let conflicts = problem
-            .conflicts()
-            .iter()
-            .map(|&(a, b)| (a.0.min(b.0), a.0.max(b.0)))
-            .collect();
+        let mut partners = vec![Vec::new(); problem.len()];
+        for &(a, b) in problem.conflicts() {
+            partners[a.index()].push(b);
+            partners[b.index()].push(a);
+        }
         Pool {
             problem,
             rule,
             share_dedicated,
-            conflicts,
+            partners,
             objects: Vec::new(),
+            segments: Vec::new(),
+            by_size: BTreeSet::new(),
             object_of: vec![None; problem.len()],
             stats: NpuStats::default(),
         }
     }
 
-    fn must_not_share(&self, a: BufferId, b: BufferId) -> bool {
-        let buffers = self.problem.buffers();
-        self.conflicts.contains(&(a.0.min(b.0), a.0.max(b.0)))
-            || buffers[a.index()].live_together(&buffers[b.index()])
+    /// Whether `id` may join object `k` (no member live with it, none a conflict
+    /// partner), and the alignment the object then needs.
+    fn free_for(&self, k: usize, id: BufferId, live: &[Lifetime]) -> Option<u64> {
+        let segments = &self.segments[k];
+        if live.iter().any(|&s| slot(segments, s).is_none()) {
+            return None;
+        }
+        if self.partners[id.index()]
+            .iter()
+            .any(|p| self.object_of[p.index()] == Some(k))
+        {
+            return None;
+        }
+        lcm(self.objects[k].alignment, self.problem.buffer(id).alignment)
     }
 
-    /// Whether `id` may join object `k`, and the alignment the object then needs.
-    fn free_for(&self, k: usize, id: BufferId) -> Option<u64> {
-        let object = &self.objects[k];
-        if object.dedicated && !self.share_dedicated {
-            return None;
+    fn add_segments(&mut self, k: usize, live: &[Lifetime]) {
+        for &s in live {
+            let at = slot(&self.segments[k], s).unwrap_or(self.segments[k].len());
+            self.segments[k].insert(at, s);
         }
-        if object.members.iter().any(|&m| self.must_not_share(m, id)) {
-            return None;
-        }
-        lcm(object.alignment, self.problem.buffer(id).alignment)
     }
 
     fn new_object(&mut self, id: BufferId, dedicated: bool) -> Result<(), PlanError> {
         let buffer = self.problem.buffer(id);
-        self.object_of[id.index()] = Some(self.objects.len());
+        let k = self.objects.len();
+        self.object_of[id.index()] = Some(k);
         self.objects.push(SharedObject {
             size: buffer.size,
             alignment: buffer.alignment,
             members: vec![id],
             dedicated,
         });
+        self.segments.push(buffer.live_segments());
+        if !dedicated || self.share_dedicated {
+            self.by_size.insert((buffer.size, k));
+        }
         self.stats.new_pool_bytes = self
             .stats
             .new_pool_bytes
@@ -215,46 +245,54 @@ impl<'p> Pool<'p> {
         Ok(())
     }
 
-    /// The matching rule: joins a matching object, else adds a new one.
-    fn look_up(&mut self, id: BufferId) -> Result<(), PlanError> {
-        if self.object_of[id.index()].is_some() || self.problem.buffer(id).fixed_offset.is_some() {
-            return Ok(());
-        }
+    /// The object the matching rule picks for `id`, with its new alignment.
+    fn pick(&self, id: BufferId, live: &[Lifetime]) -> Option<(usize, u64)> {
         let buffer = self.problem.buffer(id);
-        let mut best: Option<((u64, u64, usize), usize, u64)> = None;
-        for k in 0..self.objects.len() {
-            let Some(alignment) = self.free_for(k, id) else {
-                continue;
-            };
-            let object = &self.objects[k];
-            let key = match self.rule {
-                Match::Size if object.size < buffer.size => continue,
-                Match::Size => (object.size - buffer.size, 0, k),
-                Match::Lifetime => {
-                    let buffers = self.problem.buffers();
-                    let gap = object
-                        .members
-                        .iter()
-                        .map(|m| time_gap(&buffers[m.index()], buffer))
-                        .min()
-                        .unwrap_or(0);
-                    (gap, object.size.abs_diff(buffer.size), k)
+        match self.rule {
+            // The smallest free object of size >= the buffer's: the least difference.
+            Match::Size => self
+                .by_size
+                .range((buffer.size, 0)..)
+                .find_map(|&(_, k)| Some((k, self.free_for(k, id, live)?))),
+            Match::Lifetime => {
+                let mut best: Option<((u64, u64, usize), u64)> = None;
+                for &(size, k) in &self.by_size {
+                    let gap = time_gap(&self.segments[k], buffer.lifetime);
+                    let key = (gap, size.abs_diff(buffer.size), k);
+                    if best.is_some_and(|(b, _)| b <= key) {
+                        continue;
+                    }
+                    if let Some(alignment) = self.free_for(k, id, live) {
+                        best = Some((key, alignment));
+                    }
                 }
-            };
-            if best.as_ref().map_or(true, |b| key < b.0) {
-                best = Some((key, k, alignment));
+                best.map(|((_, _, k), alignment)| (k, alignment))
             }
         }
-        let Some((_, k, alignment)) = best else {
+    }
+
+    /// The matching rule: joins a matching object, else adds a new one.
+    fn look_up(&mut self, id: BufferId) -> Result<(), PlanError> {
+        let buffer = self.problem.buffer(id);
+        if self.object_of[id.index()].is_some() || buffer.fixed_offset.is_some() {
+            return Ok(());
+        }
+        let live = buffer.live_segments();
+        let Some((k, alignment)) = self.pick(id, &live) else {
             return self.new_object(id, false);
         };
         let object = &mut self.objects[k];
         let reused = object.size.min(buffer.size);
         let grown = buffer.size.saturating_sub(object.size);
-        object.size = object.size.max(buffer.size);
+        if grown > 0 {
+            self.by_size.remove(&(object.size, k));
+            self.by_size.insert((buffer.size, k));
+            object.size = buffer.size;
+        }
         object.alignment = alignment;
         object.members.push(id);
         self.object_of[id.index()] = Some(k);
+        self.add_segments(k, &live);
         let stats = &mut self.stats;
         stats.reused_bytes = stats
             .reused_bytes
@@ -281,10 +319,9 @@ impl<'p> Pool<'p> {
             let end = offset + buffers[i].size; // fits: checked by `Problem::new`
             for &j in &fixed[..n] {
                 let other_end = offsets[j] + buffers[j].size;
-                if offsets[j] < end
-                    && offset < other_end
-                    && self.must_not_share(BufferId(i as u32), BufferId(j as u32))
-                {
+                let must_not_share = buffers[i].live_together(&buffers[j])
+                    || self.partners[i].contains(&BufferId(j as u32));
+                if offsets[j] < end && offset < other_end && must_not_share {
                     return Err(PlanError::FixedOffsetsClash {
                         a: buffers[j].name.clone(),
                         b: buffers[i].name.clone(),
@@ -337,36 +374,79 @@ pub fn assign(problem: &Problem, groups: &Groups, rule: Match) -> Result<Assignm
     for &id in groups.early.iter().filter(valid) {
         pool.look_up(id)?;
     }
+    // Group 3: each buffer is taken at the first step, in width order, that it is live
+    // at: the step of least rank among the group-3 steps inside its live segments.
     let profile = bound::live_profile(problem).ok_or(PlanError::ArenaOverflow)?;
-    let mut steps: Vec<(u64, u64)> = groups
-        .steps
-        .iter()
-        .map(|&s| (live_at(&profile, s), s))
-        .collect();
-    steps.sort_unstable_by_key(|&(width, step)| (std::cmp::Reverse(width), step));
+    let mut steps = groups.steps.clone();
+    steps.sort_unstable();
     steps.dedup();
+    let mut by_width: Vec<usize> = (0..steps.len()).collect();
+    by_width.sort_unstable_by_key(|&i| (std::cmp::Reverse(live_at(&profile, steps[i])), i));
+    let mut rank = vec![0usize; steps.len()];
+    for (r, &i) in by_width.iter().enumerate() {
+        rank[i] = r;
+    }
+    let ranks = RangeMin::new(&rank);
+    let mut taken_at: Vec<Vec<BufferId>> = vec![Vec::new(); steps.len()];
+    let mut rest = Vec::new();
+    for id in problem.ids() {
+        if pool.object_of[id.index()].is_some() {
+            continue;
+        }
+        let mut first: Option<usize> = None;
+        problem.buffer(id).for_each_live_segment(|s| {
+            let lo = steps.partition_point(|&t| t < s.start);
+            let hi = steps.partition_point(|&t| t < s.end);
+            if let Some(r) = ranks.min(lo, hi) {
+                first = Some(first.map_or(r, |f| f.min(r)));
+            }
+        });
+        match first {
+            Some(r) => taken_at[r].push(id),
+            None => rest.push(id),
+        }
+    }
     let by_size = |ids: &mut Vec<BufferId>| {
         ids.sort_unstable_by_key(|id| (std::cmp::Reverse(problem.buffer(*id).size), *id))
     };
-    for (_, step) in steps {
-        let mut present: Vec<BufferId> = problem
-            .ids()
-            .filter(|&id| pool.object_of[id.index()].is_none() && live_at_step(problem, id, step))
-            .collect();
+    for mut present in taken_at.into_iter().chain([rest]) {
         by_size(&mut present);
         for id in present {
             pool.look_up(id)?;
         }
     }
-    let mut rest: Vec<BufferId> = problem
-        .ids()
-        .filter(|&id| pool.object_of[id.index()].is_none())
-        .collect();
-    by_size(&mut rest);
-    for id in rest {
-        pool.look_up(id)?;
-    }
     pool.into_assignment()
+}
+
+/// Range minimum queries over a fixed array (a sparse table).
+struct RangeMin {
+    levels: Vec<Vec<usize>>,
+}
+
+impl RangeMin {
+    fn new(values: &[usize]) -> RangeMin {
+        let mut levels = vec![values.to_vec()];
+        let mut width = 1;
+        while 2 * width <= values.len() {
+            let last = &levels[levels.len() - 1];
+            let next = (0..=values.len() - 2 * width)
+                .map(|i| last[i].min(last[i + width]))
+                .collect();
+            levels.push(next);
+            width *= 2;
+        }
+        RangeMin { levels }
+    }
+
+    /// The least value in `[lo, hi)`, `None` for an empty range.
+    fn min(&self, lo: usize, hi: usize) -> Option<usize> {
+        if lo >= hi {
+            return None;
+        }
+        let level = (usize::BITS - 1 - (hi - lo).leading_zeros()) as usize;
+        let row = &self.levels[level];
+        Some(row[lo].min(row[hi - (1 << level)]))
+    }
 }
 
 /// Bytes live at `step` according to a [`bound::live_profile`].
@@ -375,15 +455,6 @@ pub fn live_at(profile: &[(u64, u64)], step: u64) -> u64 {
         0 => 0,
         k => profile[k - 1].1,
     }
-}
-
-/// True when buffer `id` is live at `step` (gaps taken into account).
-fn live_at_step(problem: &Problem, id: BufferId, step: u64) -> bool {
-    let mut live = false;
-    problem
-        .buffer(id)
-        .for_each_live_segment(|s| live |= s.start <= step && step < s.end);
-    live
 }
 
 /// The `npu` planner on a bare problem: group 3 only, one operator per start step
@@ -411,6 +482,8 @@ impl Planner for Npu {
 mod tests {
     use super::*;
     use crate::checker::check;
+
+    use crate::problem::Buffer;
 
     fn problem(buffers: Vec<Buffer>) -> Problem {
         Problem::from_buffers(buffers).unwrap()
