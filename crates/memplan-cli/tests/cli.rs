@@ -815,3 +815,167 @@ fn exclusive_needs_a_graph() {
         stderr(&out)
     );
 }
+
+#[test]
+fn inspect_operators_golden() {
+    let out = memplan(&["inspect", "--operators", "examples/small_cnn.json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_operators_small_cnn_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "inspect",
+        "--operators",
+        "examples/small_cnn.json",
+        "-f",
+        "csv",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_operators_small_cnn_csv.txt", &stdout(&out));
+    // JSON: every operator's width is the bytes of the tensors present.
+    let out = memplan(&[
+        "inspect",
+        "--operators",
+        "examples/small_cnn.json",
+        "-f",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let operators = value["operators"].as_array().unwrap();
+    assert_eq!(operators.len(), 7);
+    for op in operators {
+        let sum: u64 = op["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(op["width"].as_u64(), Some(sum), "{op}");
+    }
+    assert_eq!(operators[0]["group"], "accelerated");
+}
+
+#[test]
+fn npu_plan_golden_and_checked() {
+    let out = memplan(&["plan", "examples/small_cnn.json", "--planner", "npu"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_npu_small_cnn_table.txt", &stdout(&out));
+    let dir = tempfile::tempdir().unwrap();
+    for rule in ["size", "lifetime"] {
+        for input in ["examples/small_cnn.json", "examples/small.csv"] {
+            let plan = dir.path().join(format!("npu-{rule}.json"));
+            let plan = plan.to_str().unwrap();
+            let out = memplan(&[
+                "plan",
+                input,
+                "--planner",
+                "npu",
+                "--match",
+                rule,
+                "-f",
+                "json",
+                "-o",
+                plan,
+            ]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let text = std::fs::read_to_string(plan).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value["match"], rule);
+            assert_eq!(
+                value["reused_bytes"].as_u64().is_some(),
+                value["new_pool_bytes"].as_u64().is_some()
+            );
+            let out = memplan(&["check", input, plan]);
+            assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        }
+    }
+}
+
+#[test]
+fn bad_platform_files_are_errors_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (r#"{"accelerated": ["Conv"], "inplace": []}"#, "inplace"),
+        (
+            r#"{"accelerated": ["conv2d"]}"#,
+            "'accelerated', entry 0: 'conv2d'",
+        ),
+        (
+            r#"{"in_place": ["Relu", "Softmax"]}"#,
+            "'in_place', entry 1: 'Softmax'",
+        ),
+        (r#"{"alignment": 0}"#, "'alignment'"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("platform{i}.json"));
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_str().unwrap();
+        for args in [
+            &[
+                "plan",
+                "examples/small_cnn.json",
+                "--planner",
+                "npu",
+                "--platform",
+                path,
+            ][..],
+            &[
+                "inspect",
+                "--operators",
+                "examples/small_cnn.json",
+                "--platform",
+                path,
+            ][..],
+        ] {
+            let out = memplan(args);
+            assert_eq!(out.status.code(), Some(2), "{text}");
+            let err = stderr(&out);
+            assert!(err.contains(path) && err.contains(needle), "{err}");
+        }
+    }
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu",
+        "--platform",
+        "no/such/platform.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no/such/platform.json"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `bench` runs npu beside the other graph planners on the shipped models, every plan
+/// checked (two models here; doc/npu.md has all seven).
+#[test]
+fn bench_runs_npu_on_models() {
+    let models = root().join("../shared/models");
+    if !models.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let files: Vec<String> = ["squeezenet1_1.onnx", "resnet18.onnx"]
+        .iter()
+        .map(|m| models.join(m).display().to_string())
+        .collect();
+    for rule in ["size", "lifetime"] {
+        let mut args = vec!["bench"];
+        args.extend(files.iter().map(String::as_str));
+        args.extend(["--planners", "naive,best-of,exclusive,npu", "-f", "json"]);
+        args.extend(["--match", rule]);
+        let out = memplan(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let rows: Vec<serde_json::Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len(), 8);
+        for row in rows.iter().filter(|r| r["planner"] == "npu") {
+            let arena = row["arena_bytes"].as_u64().unwrap();
+            assert!(arena >= row["lower_bound_bytes"].as_u64().unwrap(), "{row}");
+        }
+    }
+}
