@@ -186,6 +186,10 @@ pub fn json_extras(
 ) {
     let stats = assignment.stats;
     extra.insert("platform".into(), json!(prepared.platform.name));
+    extra.insert(
+        "accelerator_buffers".into(),
+        json!(prepared.platform.accelerator_buffers.name()),
+    );
     extra.insert("match".into(), json!(prepared.rule.name()));
     extra.insert("pool_buffers".into(), json!(stats.buffers));
     extra.insert("dedicated_buffers".into(), json!(stats.dedicated_buffers));
@@ -226,8 +230,11 @@ pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static
         (
             "platform",
             format!(
-                "{} ({}), alignment {}",
-                prepared.platform.name, prepared.platform_source, prepared.platform.alignment
+                "{} ({}), alignment {}, accelerator buffers {}",
+                prepared.platform.name,
+                prepared.platform_source,
+                prepared.platform.alignment,
+                prepared.platform.accelerator_buffers.name()
             ),
         ),
         ("match", prepared.rule.name().to_string()),

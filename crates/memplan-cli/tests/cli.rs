@@ -859,6 +859,18 @@ fn npu_plan_golden_and_checked() {
     let out = memplan(&["plan", "examples/small_cnn.json", "--planner", "npu"]);
     assert!(out.status.success(), "{}", stderr(&out));
     golden("plan_npu_small_cnn_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu",
+        "--platform",
+        "platforms/npu-pooled.json",
+        "--match",
+        "lifetime",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_npu_pooled_lifetime_small_cnn_table.txt", &stdout(&out));
     let dir = tempfile::tempdir().unwrap();
     for rule in ["size", "lifetime"] {
         for input in ["examples/small_cnn.json", "examples/small.csv"] {

@@ -47,9 +47,36 @@ pub struct Platform {
     pub in_place: Vec<String>,
     /// Every tensor's offset is a multiple of this.
     pub alignment: u64,
-    /// Whether tensors of other operators may later reuse the accelerated operators'
-    /// buffers (the method gives them "each its own memory": `false`).
-    pub share_accelerator_buffers: bool,
+    /// How the accelerated operators' tensors get memory.
+    pub accelerator_buffers: AcceleratorBuffers,
+}
+
+/// How group 1 (the accelerated operators' tensors) gets memory; the platform file's
+/// `accelerator_buffers`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcceleratorBuffers {
+    /// Each tensor a new buffer of its own that no other tensor ever uses (the method's
+    /// "each its own memory", read literally).
+    #[default]
+    Dedicated,
+    /// Each tensor a new buffer of its own, which tensors of groups 2 and 3 may reuse
+    /// once the tensors in it are dead.
+    Reusable,
+    /// Each tensor, first and in group order, looks in the pool like every other tensor:
+    /// group 1 only comes first.
+    Pooled,
+}
+
+impl AcceleratorBuffers {
+    /// The name as the platform file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceleratorBuffers::Dedicated => "dedicated",
+            AcceleratorBuffers::Reusable => "reusable",
+            AcceleratorBuffers::Pooled => "pooled",
+        }
+    }
 }
 
 /// The file as written; every key optional, no other key allowed.
@@ -65,13 +92,13 @@ struct PlatformFile {
     in_place: Vec<String>,
     alignment: Option<u64>,
     #[serde(default)]
-    share_accelerator_buffers: bool,
+    accelerator_buffers: AcceleratorBuffers,
 }
 
 /// What is wrong with a platform file, naming the file and the key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlatformError {
-    #[error("platform file '{source_name}': {message}; the keys are name, description, accelerated, in_place, alignment, share_accelerator_buffers (see doc/npu.md)")]
+    #[error("platform file '{source_name}': {message}; the keys are name, description, accelerated, in_place, alignment, accelerator_buffers (see doc/npu.md)")]
     Json {
         source_name: String,
         message: String,
@@ -144,7 +171,7 @@ impl Platform {
             accelerated: file.accelerated,
             in_place: file.in_place,
             alignment: file.alignment.unwrap_or(1),
-            share_accelerator_buffers: file.share_accelerator_buffers,
+            accelerator_buffers: file.accelerator_buffers,
         })
     }
 
@@ -256,8 +283,9 @@ pub fn analyse_for(
 }
 
 /// The method's groups for the shared-objects allocation: group 1 the input and output
-/// blocks of the accelerated operators (execution order, input slots then output slots),
-/// group 2 the in-place operators' blocks, group 3 the other operators' steps.
+/// blocks of the accelerated operators (execution order, input slots then output slots;
+/// new objects, or first in the pool when [`AcceleratorBuffers::Pooled`]), group 2 the
+/// in-place operators' blocks, group 3 the other operators' steps.
 pub fn npu_groups(
     graph: &Graph,
     analysis: &Analysis,
@@ -265,9 +293,10 @@ pub fn npu_groups(
     platform: &Platform,
 ) -> Groups {
     let mut groups = Groups {
-        share_dedicated: platform.share_accelerator_buffers,
+        share_dedicated: platform.accelerator_buffers == AcceleratorBuffers::Reusable,
         ..Groups::default()
     };
+    let mut in_place = Vec::new();
     let block = |v: crate::ir::ValueId| analysis.values[v.index()].buffer;
     for config in configs {
         let node = graph.node(config.node);
@@ -279,12 +308,14 @@ pub fn npu_groups(
                     .chain(&node.outputs)
                     .filter_map(|&v| block(v)),
             ),
-            OpGroup::InPlace => groups
-                .early
-                .extend(node.outputs.first().and_then(|&y| block(y))),
+            OpGroup::InPlace => in_place.extend(node.outputs.first().and_then(|&y| block(y))),
             OpGroup::Other => groups.steps.push(config.step),
         }
     }
+    if platform.accelerator_buffers == AcceleratorBuffers::Pooled {
+        groups.early = std::mem::take(&mut groups.dedicated);
+    }
+    groups.early.extend(in_place);
     groups
 }
 

@@ -7,8 +7,9 @@ use memplan::checker;
 use memplan::planner::npu::Match;
 use memplan::BufferId;
 use memplan_graph::{
-    analyse, analyse_for, npu_groups, operator_configs, plan_npu, read_graph_json, DType, Graph,
-    NpuPlan, OpGroup, Options, Order, Platform, PlatformError, Value, ValueId, ValueKind,
+    analyse, analyse_for, npu_groups, operator_configs, plan_npu, read_graph_json,
+    AcceleratorBuffers, DType, Graph, NpuPlan, OpGroup, Options, Order, Platform, PlatformError,
+    Value, ValueId, ValueKind,
 };
 use proptest::prelude::*;
 
@@ -108,15 +109,34 @@ fn groups_come_from_the_platform_and_in_place_reuses_the_input_block() {
 
     // Letting later tensors reuse the accelerator's objects: t's block [2,5) fits x's
     // object (x [0,2) is over; y [5,6) would fit too, x's has the lower index).
-    let shared = platform(
-        r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "share_accelerator_buffers": true}"#,
+    let reusable = platform(
+        r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "accelerator_buffers": "reusable"}"#,
     );
     for rule in [Match::Size, Match::Lifetime] {
-        let (_, npu) = checked(&g, &shared, rule);
+        let (_, npu) = checked(&g, &reusable, rule);
         assert_eq!(npu.assignment.objects[0].members, [b("x"), b("t")]);
         assert_eq!(npu.assignment.plan.arena_bytes, Some(256));
         assert_eq!(npu.assignment.stats.reused_bytes, 64);
     }
+    // Pooled: group 1 goes through the pool too, first: x -> 0, m -> 1 (x live), q [4,6)
+    // -> 0 (x over), y [5,6) -> 1 (m over); then t [2,5) finds 0 busy (q) and 1 busy (m):
+    // a new object.
+    let pooled = platform(
+        r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "accelerator_buffers": "pooled"}"#,
+    );
+    let (_, npu) = checked(&g, &pooled, Match::Size);
+    let objects: Vec<_> = npu
+        .assignment
+        .objects
+        .iter()
+        .map(|o| o.members.clone())
+        .collect();
+    assert_eq!(
+        objects,
+        [vec![b("x"), b("q")], vec![b("m"), b("y")], vec![b("t")]]
+    );
+    assert_eq!(npu.assignment.stats.dedicated_buffers, 0);
+    assert_eq!(npu.assignment.plan.arena_bytes, Some(192));
 }
 
 #[test]
@@ -177,6 +197,17 @@ fn the_default_profile_parses_and_aligns() {
     assert_eq!(p.name, "default-npu");
     assert_eq!(p.alignment, 64);
     assert!(p.accelerated.iter().any(|o| o == "Conv"));
+    assert_eq!(p.accelerator_buffers, AcceleratorBuffers::Dedicated);
+    // Exactly the analysis' in-place operators: the default problem is everyone's.
+    assert_eq!(p.in_place, memplan_graph::analysis::INPLACE_OPS);
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../platforms/");
+    let pooled = std::fs::read_to_string(format!("{root}npu-pooled.json")).unwrap();
+    let pooled = Platform::parse(&pooled, "npu-pooled.json").unwrap();
+    assert_eq!(pooled.accelerator_buffers, AcceleratorBuffers::Pooled);
+    assert_eq!(
+        std::fs::read_to_string(format!("{root}default-npu.json")).unwrap(),
+        memplan_graph::npu::DEFAULT_PLATFORM_JSON
+    );
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/small_cnn.json"
@@ -281,15 +312,21 @@ fn platforms() -> impl Strategy<Value = Platform> {
         prop::sample::subsequence(vec!["Conv", "MatMul", "Add", "Softmax"], 0..4),
         prop::sample::subsequence(vec!["Relu", "Add", "Mul"], 0..3),
         prop::sample::select(vec![1u64, 4, 64]),
-        any::<bool>(),
+        prop::sample::select(vec![
+            AcceleratorBuffers::Dedicated,
+            AcceleratorBuffers::Reusable,
+            AcceleratorBuffers::Pooled,
+        ]),
     )
-        .prop_map(|(accelerated, in_place, alignment, share)| Platform {
-            name: "random".into(),
-            accelerated: accelerated.into_iter().map(String::from).collect(),
-            in_place: in_place.into_iter().map(String::from).collect(),
-            alignment,
-            share_accelerator_buffers: share,
-        })
+        .prop_map(
+            |(accelerated, in_place, alignment, accelerator_buffers)| Platform {
+                name: "random".into(),
+                accelerated: accelerated.into_iter().map(String::from).collect(),
+                in_place: in_place.into_iter().map(String::from).collect(),
+                alignment,
+                accelerator_buffers,
+            },
+        )
 }
 
 proptest! {
@@ -324,7 +361,7 @@ proptest! {
                 seen[m.index()] += 1;
                 prop_assert_eq!(npu.assignment.object_of[m.index()], Some(k));
             }
-            if object.dedicated && !p.share_accelerator_buffers {
+            if object.dedicated && p.accelerator_buffers == AcceleratorBuffers::Dedicated {
                 prop_assert_eq!(object.members.len(), 1);
             }
         }
