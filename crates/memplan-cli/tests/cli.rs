@@ -870,7 +870,10 @@ fn npu_plan_golden_and_checked() {
         "lifetime",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    golden("plan_npu_pooled_lifetime_small_cnn_table.txt", &stdout(&out));
+    golden(
+        "plan_npu_pooled_lifetime_small_cnn_table.txt",
+        &stdout(&out),
+    );
     let dir = tempfile::tempdir().unwrap();
     for rule in ["size", "lifetime"] {
         for input in ["examples/small_cnn.json", "examples/small.csv"] {
