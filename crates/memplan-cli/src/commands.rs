@@ -177,7 +177,14 @@ pub fn plan(
         })?;
     }
     // npu plans the analysis with the platform's in-place operators and alignment.
-    let npu = if planner.name() == planner::Npu::default().name() {
+    let is_npu = planner.name() == planner::Npu::default().name();
+    if !is_npu && extras.npu.is_set() {
+        bail!(
+            "--platform and --match apply to --planner npu only, not to '{}'",
+            planner.name()
+        );
+    }
+    let npu = if is_npu {
         let prepared = crate::npu::prepare(file, &loaded, settings, extras.npu, alignment)?;
         problem = prepared.problem.clone();
         Some(prepared)

@@ -56,6 +56,13 @@ impl MatchArg {
     }
 }
 
+impl NpuArgs {
+    /// True when `--platform` or a non-default `--match` was given.
+    pub fn is_set(&self) -> bool {
+        self.platform.platform.is_some() || self.match_rule != MatchArg::Size
+    }
+}
+
 impl PlatformArg {
     /// The platform file's description, or the shipped default; and how to name it.
     pub fn load(&self) -> Result<(Platform, String)> {

@@ -947,6 +947,13 @@ fn bad_platform_files_are_errors_naming_file_and_key() {
             assert!(err.contains(path) && err.contains(needle), "{err}");
         }
     }
+    let out = memplan(&["plan", "examples/small_cnn.json", "--match", "lifetime"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--planner npu only"),
+        "{}",
+        stderr(&out)
+    );
     let out = memplan(&[
         "plan",
         "examples/small_cnn.json",
