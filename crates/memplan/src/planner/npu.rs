@@ -16,7 +16,8 @@
 //! 1. *dedicated* buffers (the tensors of accelerated operators), in order, each get a new
 //!    object of their own; unless [`Groups::share_dedicated`], no other buffer ever
 //!    joins such an object;
-//! 2. *early* buffers (the in-place operators' blocks), in order, each look in the pool;
+//! 2. *early* buffers (the in-place operators' blocks, preceded by group 1's when the
+//!    platform pools them), in order, each look in the pool;
 //! 3. *steps* (the other operators): sorted by *width*, the bytes live at the step,
 //!    largest first (ties: earlier step); at each step every buffer live there and not
 //!    yet assigned, largest first (ties: lower id), looks in the pool;
@@ -78,7 +79,8 @@ pub struct Groups {
     pub dedicated: Vec<BufferId>,
     /// Whether later buffers may join the objects of group 1 (otherwise they never do).
     pub share_dedicated: bool,
-    /// Group 2, in order: each looks in the pool before group 3.
+    /// Group 2 (after group 1's buffers when those go through the pool), in order: each
+    /// looks in the pool before group 3.
     pub early: Vec<BufferId>,
     /// Group 3: the steps of the other operators (any order: they are sorted by width).
     pub steps: Vec<u64>,
