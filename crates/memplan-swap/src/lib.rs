@@ -15,6 +15,8 @@
 //! are not written yet; `doc/swap.md` lists what remains.
 
 pub mod dot;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod pipedream;
 pub mod select;
 pub mod simulate;
