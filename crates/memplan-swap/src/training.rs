@@ -22,9 +22,12 @@
 //! - Weight gradients are not modelled (outside the activation arena, like the weights).
 //!
 //! ```text
-//!  forward:  x ─> conv(w) ─c─> relu ─r─> gemm(W) ─y─> softmax ─s─ (graph output)
-//!  backward: softmax.bwd(s) ─grad:softmax.bwd… ─> gemm.bwd(r, W) ─> relu.bwd(r) ─> conv.bwd(x, w)
-//!  conv.bwd produces nothing (x is the data) but runs: it computes w's gradient.
+//!  forward:  x ─> conv(w) ─c─> relu ─r─> gemm(W) ─y─> softmax ─s (graph output)
+//!  backward: softmax.bwd reads s (seed)          -> grad:softmax->y
+//!            gemm.bwd    reads grad y, r, W      -> grad:gemm->r
+//!            relu.bwd    reads grad r, r         -> grad:relu->c
+//!            conv.bwd    reads grad c, x, w      -> nothing: x is the data, but it runs
+//!                                                   (it computes w's gradient)
 //! ```
 //!
 //! The memory model of the result is [`memplan_graph::analyse`] with
