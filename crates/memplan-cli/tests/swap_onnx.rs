@@ -1,11 +1,13 @@
 //! Training steps built from the ONNX models of `../shared/models`
 //! (`memplan_swap::training`): every step is acyclic and timed, has one forward node per
 //! model node, backward nodes that read what their op's rule names, and every forward
-//! tensor a backward node reads lives until that node. Lives in the CLI crate because
+//! tensor a backward node reads lives until that node; the step's problem plans validly
+//! (best-of, checked). Lives in the CLI crate because
 //! `memplan-swap` does not depend on the ONNX importer (the CLI imports, then builds).
 
 use std::path::{Path, PathBuf};
 
+use memplan::planner::{BestOf, Planner};
 use memplan_graph::{analyse, Options, Order, ValueKind};
 use memplan_swap::training::{backward_reads, training_step, Device, Reads};
 use memplan_swap::{simulate, timing};
@@ -64,6 +66,11 @@ fn every_shared_model_builds_a_valid_training_step() {
             .max_live_bytes;
         assert!(base.peak_bytes > fwd_peak, "{name}");
         let analysis = analyse(g, Order::File, Options::NONE).unwrap();
+        let plan = BestOf.plan(&analysis.problem).unwrap();
+        let report = memplan::checker::check(&analysis.problem, &plan);
+        assert!(report.is_valid(), "{name}: {:?}", report.violations);
+        let arena = memplan::plan::arena_bytes(&analysis.problem, &plan.offsets).unwrap();
+        assert!(arena >= base.peak_bytes, "{name}");
         for (f, b) in step.backward_node.iter().enumerate() {
             let Some(b) = *b else { continue };
             let fnode = &forward.nodes()[f];
