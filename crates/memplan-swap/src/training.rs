@@ -403,7 +403,7 @@ pub fn training_step(forward: &Graph, device: &Device) -> Result<TrainingStep, T
             .map_err(TrainingError::Copy)?;
     }
     let mut forward_node = vec![NodeId(0); nodes.len()];
-    let mut forward_cost = vec![None; nodes.len()];
+    let mut forward_costs = vec![None; nodes.len()];
     for &id in &order {
         let n = forward.node(id);
         let step_node = graph
@@ -416,10 +416,10 @@ pub fn training_step(forward: &Graph, device: &Device) -> Result<TrainingStep, T
             )
             .map_err(ge(n))?;
         graph.set_domain(step_node, n.domain.clone());
-        let cost = self::forward_cost(forward, id)?;
+        let cost = forward_cost(forward, id)?;
         graph.set_latency(step_node, Some(cost.map_or(0.0, |c| device.latency_ms(c))));
         forward_node[id.index()] = step_node;
-        forward_cost[id.index()] = cost;
+        forward_costs[id.index()] = cost;
     }
     let is_output: Vec<bool> = {
         let mut v = vec![false; values.len()];
@@ -505,7 +505,7 @@ pub fn training_step(forward: &Graph, device: &Device) -> Result<TrainingStep, T
             outputs.push(g);
         }
         // Roofline work: see the module documentation.
-        let fwd = forward_cost[id.index()].unwrap_or_default();
+        let fwd = forward_costs[id.index()].unwrap_or_default();
         let factor = if is_contraction(&n.op_type) {
             let operands = [slot(0), slot(1)]
                 .into_iter()
@@ -562,7 +562,7 @@ pub fn training_step(forward: &Graph, device: &Device) -> Result<TrainingStep, T
         graph,
         forward_node,
         backward_node,
-        forward_cost,
+        forward_cost: forward_costs,
         backward_cost,
     })
 }
