@@ -135,11 +135,13 @@ enum Command {
     /// replay traces through allocators, compare them.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
-    /// Method 4, swap and compression by graph rewriting, on a PipeDream training profile
-    /// (`graph.txt`): so far the no-swap baseline (step time, peak memory), the critical
-    /// path and the tensors the method would choose.
+    /// Method 4, swap and compression by graph rewriting, on one training step built from
+    /// a PipeDream profile (`graph.txt`) or an ONNX model (`.onnx`, roofline latencies):
+    /// so far the no-swap baseline (step time, peak memory), the critical path and the
+    /// tensors the method would choose.
     Swap {
-        /// A PipeDream profile (`graph.txt`), built into one training step.
+        /// A PipeDream profile (`graph.txt`) or an ONNX forward graph (`.onnx`), built into
+        /// one training step.
         graph: PathBuf,
         /// Which planner: only `none` runs so far.
         #[arg(long, value_enum, default_value_t = swap::SwapPlanner::None)]
@@ -162,12 +164,17 @@ enum Command {
         /// Also write the training step as Graphviz DOT to PATH.
         #[arg(long, value_name = "PATH")]
         write_dot: Option<PathBuf>,
+        // ONNX models: the import and the roofline device.
+        #[command(flatten)]
+        import: ImportArgs,
+        #[command(flatten)]
+        device: swap::DeviceArgs,
     },
 }
 
-/// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
+/// How an ONNX model is imported: overrides of its input shapes and symbolic dims.
 #[derive(Args, Clone, Debug)]
-struct GraphArgs {
+struct ImportArgs {
     /// ONNX: the shape of an input whose dims are symbolic or unknown, e.g.
     /// `--input-shape input=1x3x224x224` (repeatable).
     #[arg(long, value_name = "NAME=DIMS", value_parser = memplan_onnx::parse_input_shape)]
@@ -175,6 +182,22 @@ struct GraphArgs {
     /// ONNX: the value of a named (symbolic) dim, e.g. `--dim batch=8` (repeatable).
     #[arg(long, value_name = "NAME=VALUE", value_parser = memplan_onnx::parse_dim)]
     dim: Vec<(String, u64)>,
+}
+
+impl ImportArgs {
+    fn options(self) -> memplan_onnx::ImportOptions {
+        memplan_onnx::ImportOptions {
+            input_shapes: self.input_shape.into_iter().collect(),
+            dims: self.dim.into_iter().collect(),
+        }
+    }
+}
+
+/// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
+#[derive(Args, Clone, Debug)]
+struct GraphArgs {
+    #[command(flatten)]
+    import: ImportArgs,
     /// Graphs: do not let view operators (Reshape, Flatten, ...) share their input's buffer.
     #[arg(long)]
     no_alias: bool,
@@ -195,10 +218,7 @@ struct GraphArgs {
 impl GraphArgs {
     fn settings(self) -> input::GraphSettings {
         input::GraphSettings {
-            import: memplan_onnx::ImportOptions {
-                input_shapes: self.input_shape.into_iter().collect(),
-                dims: self.dim.into_iter().collect(),
-            },
+            import: self.import.options(),
             order: match self.order {
                 OrderArg::File => Order::File,
                 OrderArg::Topological => Order::Topological,
@@ -375,12 +395,16 @@ fn main() -> ExitCode {
             format,
             write_json,
             write_dot,
+            import,
+            device,
         } => swap::run(&swap::SwapArgs {
             graph: &graph,
             planner,
             format,
             write_json: write_json.as_deref(),
             write_dot: write_dot.as_deref(),
+            import: import.options(),
+            device: device.device(),
             params: memplan_swap::select::Params {
                 th_tts_ms: th_tts,
                 th_size_bytes: th_size,

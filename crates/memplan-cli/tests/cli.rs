@@ -766,6 +766,70 @@ fn swap_writes_graph_json_and_dot() {
 }
 
 #[test]
+fn swap_onnx_golden_device_flags_and_export() {
+    let file = "crates/memplan-onnx/tests/data/small.onnx";
+    let out = memplan(&["swap", file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_small_onnx_table.txt", &stdout(&out));
+    // A device 1000x slower in throughput and bandwidth takes longer; without launch
+    // costs the (launch-bound) small step is shorter; the peak never changes.
+    let step_ms = |args: &[&str]| {
+        let out = memplan(&[&["swap", file, "-f", "json"], args].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (
+            v["step_ms"].as_f64().unwrap(),
+            v["peak_bytes"].as_u64().unwrap(),
+        )
+    };
+    let (fast, peak) = step_ms(&[]);
+    let (slow, slow_peak) = step_ms(&["--peak-tflops", "0.0157", "--mem-bandwidth", "0.9"]);
+    assert!(slow > fast, "{slow} <= {fast}");
+    let (free, free_peak) = step_ms(&["--launch-us", "0"]);
+    assert!(free < fast, "{free} >= {fast}");
+    assert_eq!((peak, peak), (slow_peak, free_peak));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("step.json");
+    let out = memplan(&["swap", file, "--write-json", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = memplan(&[
+        "inspect",
+        json.to_str().unwrap(),
+        "--no-inplace",
+        "--no-alias",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("grad:relu->c"), "{}", stdout(&out));
+}
+
+#[test]
+fn swap_onnx_errors_exit_2() {
+    let onnx = "crates/memplan-onnx/tests/data/small.onnx";
+    let profile = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let cases: &[(&[&str], &str)] = &[
+        (&["swap", onnx, "--peak-tflops", "0"], "peak throughput"),
+        (&["swap", onnx, "--mem-bandwidth=-1"], "memory bandwidth"),
+        (
+            &["swap", profile, "--dim", "N=2"],
+            "ONNX models (.onnx) only",
+        ),
+        (
+            &["swap", profile, "--launch-us", "1"],
+            "ONNX models (.onnx) only",
+        ),
+        (
+            &["swap", "crates/memplan-cli/tests/data/not_a_model.onnx"],
+            "not a valid ONNX model",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = memplan(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn exclusive_plan_golden() {
     let out = memplan(&[
         "plan",

@@ -7,16 +7,21 @@
 //! - [`timing`]: the timing analysis of the method (TAT, TRT and TTS per node input);
 //! - [`select`]: the method's choice of tensors (thTTS, thS, N);
 //! - [`simulate`]: the no-swap baseline (step time and peak device memory);
-//! - [`dot`]: Graphviz DOT export.
+//! - [`dot`]: Graphviz DOT export;
+//! - [`training`]: one training step from a forward graph (an imported ONNX model), with
+//!   roofline latencies.
 //!
 //! Rewriting (reduction and restore nodes), the copy-engine simulator and the baselines
 //! are not written yet; `doc/swap.md` lists what remains.
 
 pub mod dot;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod pipedream;
 pub mod select;
 pub mod simulate;
 pub mod timing;
+pub mod training;
 
 /// Profiles shared by the unit tests.
 #[cfg(test)]
