@@ -261,6 +261,11 @@ pub fn plan(
                 extra.insert("reused_bytes".into(), json!(stats.reused_bytes));
                 extra.insert("new_pool_bytes".into(), json!(stats.new_pool_bytes));
                 extra.insert("exclusive_pairs".into(), json!(problem.conflicts().len()));
+                // What `memplan check` needs to rebuild this exclusive problem.
+                extra.insert(
+                    "exclusive_rules".into(),
+                    json!(settings.exclusive_rules.to_string()),
+                );
             }
             if let Some(search) = &outcome.search {
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
@@ -288,18 +293,7 @@ pub fn plan(
                 .map(|(g, a)| graph_rows(g, a, settings))
                 .unwrap_or_default();
             if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
-                let rules = settings.exclusive_rules;
-                let on: Vec<&str> = [
-                    (rules.edges, "edges"),
-                    (rules.branches, "branches"),
-                    (rules.outputs, "outputs"),
-                ]
-                .iter()
-                .filter(|r| r.0)
-                .map(|r| r.1)
-                .chain(["live"])
-                .collect();
-                graph.push(("exclusive rules", on.join(",")));
+                graph.push(("exclusive rules", rules_with_live(settings.exclusive_rules)));
                 graph.push(("exclusive pairs", problem.conflicts().len().to_string()));
                 graph.push((
                     "pool",
@@ -336,6 +330,15 @@ pub fn plan(
             .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rules as `--exclusive-rules` spells them, followed by rule 4 (`live`, always on).
+fn rules_with_live(rules: memplan_graph::Rules) -> String {
+    if rules == memplan_graph::Rules::NONE {
+        "live".into()
+    } else {
+        format!("{rules},live")
+    }
 }
 
 /// The method's statistics when `planner` is `exclusive`.
@@ -500,31 +503,67 @@ fn graph_rows(
 }
 
 /// `memplan check`.
+///
+/// The plan of an exclusive planner (a plan JSON that says `"planner": "exclusive"`) is
+/// checked against the exclusive problem rebuilt from the model with the plan's recorded
+/// `exclusive_rules`, then against the tensors' lifetimes; a shared exclusive pair is
+/// reported with its operators and the rule that makes them exclusive.
 pub fn check(
     problem_path: &Path,
     plan_path: &Path,
     format: ReportFormat,
     settings: &GraphSettings,
 ) -> Result<ExitCode> {
-    let problem = input::read_input(problem_path, settings)?.problem;
-    let plan = input::read_plan(plan_path, &problem)?;
-    let lower_bound = max_live(&problem, problem_path)?;
+    let loaded = input::read_input(problem_path, settings)?;
+    let exclusive_rules = input::exclusive_plan_rules(plan_path)?;
+    let exclusive_problem = match exclusive_rules {
+        Some(rules) => {
+            let settings = GraphSettings {
+                exclusive_rules: rules,
+                ..settings.clone()
+            };
+            Some(input::exclusive_problem(problem_path, &loaded, &settings)?)
+        }
+        None => None,
+    };
+    let problem = exclusive_problem.as_ref().unwrap_or(&loaded.problem);
+    let plan = input::read_plan(plan_path, problem)?;
+    let lower_bound = max_live(&loaded.problem, problem_path)?;
     let report = progress::with_spinner(format!("checking {} buffers", problem.len()), || {
-        checker::check(&problem, &plan)
+        checker::check(problem, &plan)
     });
+    let mut violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+    if let (Some(rules), Some((graph, analysis))) = (exclusive_rules, &loaded.graph) {
+        let notes = exclusive_notes(graph, analysis, rules, &report.violations);
+        for (line, note) in violations.iter_mut().zip(notes) {
+            line.push_str(&note);
+        }
+        // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too.
+        let lifetimes = checker::check(&loaded.problem, &plan);
+        violations.extend(
+            lifetimes
+                .violations
+                .iter()
+                .map(|v| format!("tensor lifetimes: {v}")),
+        );
+    }
+    let valid = violations.is_empty();
     let text = match format {
         ReportFormat::Json => {
-            let value = json!({
-                "valid": report.is_valid(),
+            let mut value = json!({
+                "valid": valid,
                 "buffers": problem.len(),
                 "arena_bytes": report.arena_bytes,
                 "lower_bound_bytes": lower_bound,
-                "violations": report.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
+                "violations": violations,
             });
+            if let Some(rules) = exclusive_rules {
+                value["exclusive_rules"] = json!(rules.to_string());
+            }
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
         ReportFormat::Table => {
-            let verdict = if report.is_valid() {
+            let verdict = if valid {
                 format!(
                     "valid: '{}' is a plan for '{}'",
                     plan_path.display(),
@@ -534,33 +573,83 @@ pub fn check(
                 format!(
                     "INVALID: '{}' breaks {} rule(s) of '{}'",
                     plan_path.display(),
-                    report.violations.len(),
+                    violations.len(),
                     problem_path.display()
                 )
             };
             let arena = report.arena_bytes;
             let mut out = format!("{verdict}\n");
-            out.push_str(&key_values(&[
-                ("buffers", problem.len().to_string()),
+            let mut rows = vec![("buffers", problem.len().to_string())];
+            if let Some(rules) = exclusive_rules {
+                rows.push((
+                    "checked as",
+                    format!(
+                        "exclusive plan (rules {}, from the plan), then tensor lifetimes",
+                        rules_with_live(rules)
+                    ),
+                ));
+            }
+            rows.extend([
                 ("arena", arena.map_or("-".into(), bytes)),
                 ("lower bound", bytes(lower_bound)),
                 (
                     "arena/bound",
                     arena.map_or("-".into(), |a| ratio(a, lower_bound)),
                 ),
-            ]));
-            for violation in &report.violations {
+            ]);
+            out.push_str(&key_values(&rows));
+            for violation in &violations {
                 out.push_str(&format!("  - {violation}\n"));
             }
             out
         }
     };
     emit(&text, None)?;
-    Ok(if report.is_valid() {
+    Ok(if valid {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// For each violation of an exclusive plan, the text to append to its message: for two
+/// blocks that share bytes, their operators and the rule that makes them exclusive.
+fn exclusive_notes(
+    graph: &Graph,
+    analysis: &Analysis,
+    rules: memplan_graph::Rules,
+    violations: &[checker::Violation],
+) -> Vec<String> {
+    let pairs = memplan_graph::exclusivity(graph, analysis, rules).pairs;
+    let operators = memplan_graph::block_operators(graph, analysis);
+    let names = |block: memplan::BufferId| {
+        let ops = &operators[block.index()];
+        if ops.is_empty() {
+            "(a graph input)".to_string()
+        } else {
+            let quoted: Vec<String> = ops
+                .iter()
+                .map(|&n| format!("'{}'", graph.node(n).name))
+                .collect();
+            quoted.join(", ")
+        }
+    };
+    violations
+        .iter()
+        .map(|v| match v {
+            checker::Violation::ConflictShared { a, b, .. } => {
+                let rule = pairs
+                    .binary_search_by(|&(x, y, _)| (x, y).cmp(&(*a, *b)))
+                    .map_or("?", |i| pairs[i].2.name());
+                format!(
+                    "; operators {} and {} are exclusive (rule {rule})",
+                    names(*a),
+                    names(*b)
+                )
+            }
+            _ => String::new(),
+        })
+        .collect()
 }
 
 /// `memplan bound`.

@@ -815,3 +815,96 @@ fn exclusive_needs_a_graph() {
         stderr(&out)
     );
 }
+
+/// Plans `examples/exclusive_example.json` with `exclusive` into `dir/plan.json` (extra
+/// arguments appended) and returns the plan's path.
+fn exclusive_plan_file(dir: &Path, extra: &[&str]) -> PathBuf {
+    let plan = dir.join("plan.json");
+    let mut args = vec![
+        "plan",
+        "examples/exclusive_example.json",
+        "--planner",
+        "exclusive",
+        "-f",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = memplan(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    plan
+}
+
+#[test]
+fn check_accepts_an_exclusive_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for rules in ["edges,branches,outputs", "none"] {
+        let plan = exclusive_plan_file(dir.path(), &["--exclusive-rules", rules]);
+        let text = std::fs::read_to_string(&plan).unwrap();
+        assert!(
+            text.contains(&format!("\"exclusive_rules\": \"{rules}\"")),
+            "{text}"
+        );
+        // The rules come from the plan, not from the command line of `check`.
+        let out = memplan(&[
+            "check",
+            "examples/exclusive_example.json",
+            plan.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        let text = stdout(&out).replace(plan.to_str().unwrap(), "<PLAN>");
+        assert!(text.starts_with("valid: '<PLAN>'"), "{text}");
+        let shown = if rules == "none" {
+            "live".to_string()
+        } else {
+            format!("{rules},live")
+        };
+        assert!(
+            text.contains(&format!("(rules {shown}, from the plan)")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn check_rejects_an_exclusive_plan_that_shares_an_exclusive_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = exclusive_plan_file(dir.path(), &[]);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    // op4 and op7 are joined by an edge; put op7 on op4's bytes.
+    let buffers = value["buffers"].as_array_mut().unwrap();
+    let at = |id: &str| buffers.iter().position(|b| b["id"] == id).unwrap();
+    let (op4, op7) = (at("op4"), at("op7"));
+    buffers[op7]["offset"] = buffers[op4]["offset"].clone();
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out).replace(broken.to_str().unwrap(), "<PLAN>");
+    assert!(
+        text.contains("operators 'n_op4' and 'n_op7' are exclusive (rule edges)"),
+        "{text}"
+    );
+    golden("check_exclusive_broken.txt", &text);
+
+    // A plan that says it is exclusive but not under which rules cannot be rebuilt.
+    value.as_object_mut().unwrap().remove("exclusive_rules");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("does not record its \"exclusive_rules\""),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -89,6 +89,27 @@ impl Rules {
     }
 }
 
+/// The enabled switchable rules as `--exclusive-rules` spells them (`none` for none):
+/// [`Rules::parse`] reads it back.
+impl std::fmt::Display for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on: Vec<&str> = [
+            (self.edges, "edges"),
+            (self.branches, "branches"),
+            (self.outputs, "outputs"),
+        ]
+        .iter()
+        .filter(|r| r.0)
+        .map(|r| r.1)
+        .collect();
+        if on.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&on.join(","))
+        }
+    }
+}
+
 impl Default for Rules {
     fn default() -> Rules {
         Rules::ALL
@@ -122,6 +143,24 @@ pub struct Exclusivity {
     /// `(a, b, reason)` with `a < b`, sorted: blocks (buffers of the analysis) that may
     /// never share memory.
     pub pairs: Vec<(BufferId, BufferId, Reason)>,
+}
+
+/// The operators of every block of `analysis`: the producers of its values, sorted by id
+/// without repeats (empty for a graph input).
+pub fn block_operators(graph: &Graph, analysis: &Analysis) -> Vec<Vec<NodeId>> {
+    analysis
+        .buffer_values
+        .iter()
+        .map(|values| {
+            let mut ops: Vec<NodeId> = values
+                .iter()
+                .filter_map(|&v| graph.value(v).producer.map(|(n, _)| n))
+                .collect();
+            ops.sort_unstable();
+            ops.dedup();
+            ops
+        })
+        .collect()
 }
 
 /// One bitset row per row index: `rows × columns` bits.
@@ -251,18 +290,9 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
     }
     // The blocks each node produces (a node with several outputs may produce several).
     let mut blocks_of: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let producers: Vec<Vec<usize>> = analysis
-        .buffer_values
+    let producers: Vec<Vec<usize>> = block_operators(graph, analysis)
         .iter()
-        .map(|values| {
-            let mut ps: Vec<usize> = values
-                .iter()
-                .filter_map(|&v| graph.value(v).producer.map(|(n, _)| n.index()))
-                .collect();
-            ps.sort_unstable();
-            ps.dedup();
-            ps
-        })
+        .map(|ops| ops.iter().map(|n| n.index()).collect())
         .collect();
     for (block, ps) in producers.iter().enumerate() {
         for &p in ps {

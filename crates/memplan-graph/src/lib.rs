@@ -43,7 +43,7 @@ pub mod json;
 pub mod order;
 
 pub use analysis::{analyse, Analysis, AnalysisError, Options, Role, Stats, ValueInfo};
-pub use exclusive::{exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
+pub use exclusive::{block_operators, exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
     ValueKind,

@@ -170,6 +170,42 @@ struct BufferIn {
     offset: u64,
 }
 
+/// Reads what a plan JSON says besides the plan: its `planner`, `lower_bound_bytes`,
+/// `alignment` (0 and empty when absent) and every further top-level key in
+/// [`PlanSummary::extra`]. Tools use it to learn which problem a plan was made for (an
+/// `exclusive` plan records its `exclusive_rules`) before reading the plan itself.
+pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| JsonError {
+        source: source.to_string(),
+        line: (e.line() > 0).then_some(e.line()),
+        column: (e.line() > 0).then_some(e.column()),
+        message: format!("{e} (expected a plan JSON as written by memplan)"),
+    })?;
+    let Value::Object(mut map) = value else {
+        return Err(JsonError {
+            source: source.to_string(),
+            line: None,
+            column: None,
+            message: "a plan JSON is an object with \"arena_bytes\" and \"buffers\"".into(),
+        });
+    };
+    let planner = match map.remove("planner") {
+        Some(Value::String(name)) => name,
+        _ => String::new(),
+    };
+    let number = |value: Option<Value>| value.and_then(|v| v.as_u64()).unwrap_or(0);
+    let lower_bound_bytes = number(map.remove("lower_bound_bytes"));
+    let alignment = number(map.remove("alignment"));
+    map.remove("arena_bytes");
+    map.remove("buffers");
+    Ok(PlanSummary {
+        planner,
+        lower_bound_bytes,
+        alignment,
+        extra: map,
+    })
+}
+
 /// Reads a plan JSON written for `problem`.
 ///
 /// Buffers are matched by `id`: every buffer of the problem must appear exactly once, with
