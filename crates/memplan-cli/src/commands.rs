@@ -176,7 +176,7 @@ pub fn plan(
     }
     // The bound is that of the lifetime problem: an exclusive plan is valid for it too.
     let lower_bound = max_live(&problem, file)?;
-    if planner.name() == planner::Exclusive.name() {
+    if planner.name() == planner::Exclusive::DEFAULT.name() {
         problem = input::exclusive_problem(file, &loaded, settings)?;
         if alignment > 1 {
             problem = problem.with_alignment(alignment)?;
@@ -212,7 +212,7 @@ pub fn plan(
         );
     }
     // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
-    if planner.name() == planner::Exclusive.name() {
+    if planner.name() == planner::Exclusive::DEFAULT.name() {
         let mut lifetimes = loaded.problem.clone();
         if alignment > 1 {
             lifetimes = lifetimes.with_alignment(alignment)?;
@@ -347,7 +347,7 @@ fn exclusive_stats(
     problem: &Problem,
     plan: &Plan,
 ) -> Option<planner::ExclusiveStats> {
-    (planner.name() == planner::Exclusive.name())
+    (planner.name() == planner::Exclusive::DEFAULT.name())
         .then(|| planner::exclusive_stats(problem, plan))
         .flatten()
 }
@@ -758,7 +758,7 @@ pub fn bench(
         let lower_bound = max_live(&loaded.problem, file)?;
         for &planner in &planners {
             // `exclusive` plans the graph's exclusivity problem (an error row without one).
-            let problem = if planner.name() == planner::Exclusive.name() {
+            let problem = if planner.name() == planner::Exclusive::DEFAULT.name() {
                 match input::exclusive_problem(file, &loaded, settings) {
                     Ok(p) => std::borrow::Cow::Owned(p),
                     Err(e) => {

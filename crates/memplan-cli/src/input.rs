@@ -141,7 +141,7 @@ pub fn exclusive_plan_rules(path: &Path) -> Result<Option<Rules>> {
         return Ok(None);
     }
     let summary = json::read_plan_summary(&text, &path.display().to_string())?;
-    if summary.planner != memplan::planner::Exclusive.name() {
+    if summary.planner != memplan::planner::Exclusive::DEFAULT.name() {
         return Ok(None);
     }
     match summary.extra.get("exclusive_rules") {

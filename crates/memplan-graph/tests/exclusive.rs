@@ -97,7 +97,7 @@ fn worked_example_from_the_rules() {
     ];
     expected.sort_unstable();
     assert_eq!(pairs_of(&problem), expected);
-    let plan = Exclusive.plan(&problem).unwrap();
+    let plan = Exclusive::DEFAULT.plan(&problem).unwrap();
     let report = check(&problem, &plan);
     assert!(report.is_valid(), "{:?}", report.violations);
     assert_eq!(report.arena_bytes, Some(46 * MB));
@@ -146,7 +146,7 @@ fn rules_can_be_switched_off() {
         let problem = exclusive_problem(&g, &analysis, rules).unwrap();
         assert!(problem.conflicts().len() <= previous);
         previous = problem.conflicts().len();
-        let plan = Exclusive.plan(&problem).unwrap();
+        let plan = Exclusive::DEFAULT.plan(&problem).unwrap();
         assert!(check(&problem, &plan).is_valid());
         assert!(check(&analysis.problem, &plan).is_valid());
     }
@@ -182,7 +182,7 @@ fn rule_4_keeps_a_skip_connection_alive() {
         .pairs
         .contains(&(BufferId(0), BufferId(2), Reason::LiveTogether)));
     let problem = exclusive_problem(&g, &analysis, Rules::ALL).unwrap();
-    let plan = Exclusive.plan(&problem).unwrap();
+    let plan = Exclusive::DEFAULT.plan(&problem).unwrap();
     assert!(check(&problem, &plan).is_valid());
     assert!(check(&analysis.problem, &plan).is_valid());
 
@@ -196,7 +196,7 @@ fn rule_4_keeps_a_skip_connection_alive() {
             .map(|p| (p.0, p.1)),
     )
     .unwrap();
-    let unsafe_plan = Exclusive.plan(&rules_1_to_3).unwrap();
+    let unsafe_plan = Exclusive::DEFAULT.plan(&rules_1_to_3).unwrap();
     assert!(check(&rules_1_to_3, &unsafe_plan).is_valid());
     assert_eq!(unsafe_plan.offsets[0], unsafe_plan.offsets[2]);
     assert!(!check(&analysis.problem, &unsafe_plan).is_valid());

@@ -107,6 +107,7 @@ fn a_short_plan_writes_null_and_reads_back_as_an_error() {
     let plan = Plan {
         offsets: vec![0],
         arena_bytes: None,
+        extents: None,
     };
     let text = write_plan_json(&problem, &plan, &summary());
     let value: Value = serde_json::from_str(&text).unwrap();

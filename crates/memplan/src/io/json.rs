@@ -280,5 +280,6 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
     Ok(Plan {
         offsets: offsets.into_iter().flatten().collect(),
         arena_bytes: parsed.arena_bytes,
+        extents: None,
     })
 }

@@ -80,7 +80,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &BestOf,
         &Strip::DEFAULT,
         &Search::DEFAULT,
-        &Exclusive,
+        &Exclusive::DEFAULT,
     ]
 }
 
