@@ -1025,4 +1025,148 @@ mod tests {
         assert!(report.is_valid());
         assert_eq!(report.arena_bytes, Some(0));
     }
+
+    fn fragmented(lists: &[&[(u64, u64)]]) -> Plan {
+        let extents: Vec<Vec<crate::plan::Extent>> = lists
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|&(offset, len)| crate::plan::Extent { offset, len })
+                    .collect()
+            })
+            .collect();
+        Plan {
+            offsets: extents
+                .iter()
+                .map(|l| l.first().map_or(0, |e| e.offset))
+                .collect(),
+            arena_bytes: None,
+            extents: Some(extents),
+        }
+    }
+
+    #[test]
+    fn a_valid_fragmented_plan_passes_and_claims_its_highest_extent() {
+        let p = Problem::from_buffers(vec![Buffer::new("a", 4, 0, 2), Buffer::new("b", 6, 1, 3)])
+            .unwrap();
+        // b wraps around a: [0, 2) and [6, 10).
+        let report = both(&p, &fragmented(&[&[(2, 4)], &[(0, 2), (6, 4)]]));
+        assert!(report.is_valid(), "{:?}", report.violations);
+        assert_eq!(report.arena_bytes, Some(10));
+    }
+
+    #[test]
+    fn extents_that_do_not_sum_to_the_size_are_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("short", 6, 0, 1)]).unwrap();
+        let report = both(&p, &fragmented(&[&[(0, 2), (4, 3)]]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::ExtentsSum {
+                buffer: BufferId(0),
+                name: "short".into(),
+                sum: Some(5),
+                size: 6
+            }
+        );
+        assert!(v.to_string().contains("'short'"), "{v}");
+        let report = both(&p, &fragmented(&[&[(0, u64::MAX), (0, 7)]]));
+        assert!(report
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::ExtentsSum { sum: None, .. })));
+    }
+
+    #[test]
+    fn overlapping_extents_of_one_buffer_are_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("twice", 6, 0, 1)]).unwrap();
+        let report = both(&p, &fragmented(&[&[(0, 3), (2, 3)]]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::ExtentsOverlap {
+                buffer: BufferId(0),
+                name: "twice".into(),
+                addresses: (2, 3)
+            }
+        );
+        assert!(v.to_string().contains("'twice'"), "{v}");
+    }
+
+    #[test]
+    fn extents_of_two_buffers_that_overlap_are_reported_with_both_names() {
+        let buffers = vec![
+            Buffer::new("x", 4, 0, 2),
+            Buffer::new("y", 4, 1, 3),
+            Buffer::new("z", 2, 5, 6),
+        ];
+        let p = Problem::new(buffers, [(BufferId(0), BufferId(2))]).unwrap();
+        // y's second extent lies over x's; z shares x's first bytes (a conflict pair).
+        let report = both(&p, &fragmented(&[&[(0, 4)], &[(8, 2), (3, 2)], &[(0, 2)]]));
+        assert_eq!(report.violations.len(), 2, "{:?}", report.violations);
+        assert_eq!(
+            report.violations[0],
+            Violation::Overlap {
+                a: BufferId(0),
+                b: BufferId(1),
+                a_name: "x".into(),
+                b_name: "y".into(),
+                steps: Lifetime { start: 1, end: 2 },
+                addresses: (3, 4),
+            }
+        );
+        assert!(matches!(
+            &report.violations[1],
+            Violation::ConflictShared { a_name, b_name, addresses: (0, 2), .. }
+                if a_name == "x" && b_name == "z"
+        ));
+    }
+
+    #[test]
+    fn a_first_extent_away_from_the_offset_is_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("moved", 4, 0, 1)]).unwrap();
+        let mut plan = fragmented(&[&[(8, 4)]]);
+        plan.offsets[0] = 0;
+        let report = both(&p, &plan);
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::FirstExtentNotAtOffset {
+                buffer: BufferId(0),
+                name: "moved".into(),
+                offset: 0,
+                first: Some(8)
+            }
+        );
+        assert!(v.to_string().contains("'moved'"), "{v}");
+    }
+
+    #[test]
+    fn the_first_extent_is_held_to_the_alignment_and_the_others_are_not() {
+        let mut b = Buffer::new("vec", 8, 0, 1);
+        b.alignment = 8;
+        let p = Problem::from_buffers(vec![b]).unwrap();
+        assert!(both(&p, &fragmented(&[&[(16, 5), (3, 3)]])).is_valid());
+        let report = both(&p, &fragmented(&[&[(3, 5), (16, 3)]]));
+        assert!(matches!(
+            only(&report),
+            Violation::Misaligned { offset: 3, .. }
+        ));
+    }
+
+    #[test]
+    fn a_wrong_number_of_extent_lists_is_reported_alone() {
+        let p = Problem::from_buffers(vec![Buffer::new("a", 4, 0, 1)]).unwrap();
+        let mut plan = fragmented(&[&[(0, 4)]]);
+        plan.extents.as_mut().unwrap().push(Vec::new());
+        let report = both(&p, &plan);
+        assert_eq!(
+            *only(&report),
+            Violation::WrongExtentsLength {
+                buffers: 1,
+                lists: 2
+            }
+        );
+        assert!(only(&report).to_string().contains("2 lists"));
+    }
 }
