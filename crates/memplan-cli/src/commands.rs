@@ -162,7 +162,7 @@ pub fn plan(
     settings: &GraphSettings,
     extras: &PlanExtras<'_>,
 ) -> Result<ExitCode> {
-    let planner = planner::by_name(planner_name)?;
+    let planner = exclusive_variant(planner::by_name(planner_name)?, settings)?;
     let strip = strip_options(planner, extras)?;
     let loaded = input::read_input(file, settings)?;
     let mut problem = loaded.problem.clone();
@@ -266,6 +266,7 @@ pub fn plan(
                     "exclusive_rules".into(),
                     json!(settings.exclusive_rules.to_string()),
                 );
+                extra.insert("fragmented".into(), json!(settings.fragmented));
             }
             if let Some(search) = &outcome.search {
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
@@ -285,6 +286,9 @@ pub fn plan(
             };
             json::write_plan_json(&problem, &outcome.plan, &summary)
         }
+        Format::Csv if outcome.plan.is_fragmented() => bail!(
+            "a solution CSV has one offset per buffer and cannot carry the extents of a fragmented plan; use --format json"
+        ),
         Format::Csv => csv::write_solution(&problem, &outcome.plan),
         Format::Table => {
             let mut graph = loaded
@@ -294,6 +298,16 @@ pub fn plan(
                 .unwrap_or_default();
             if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
                 graph.push(("exclusive rules", rules_with_live(settings.exclusive_rules)));
+                if settings.fragmented {
+                    let spread = problem
+                        .ids()
+                        .filter(|&id| outcome.plan.extents_of(id, problem.buffer(id).size).len() > 1)
+                        .count();
+                    graph.push((
+                        "fragmented",
+                        format!("yes, {spread} blocks in several pieces"),
+                    ));
+                }
                 graph.push(("exclusive pairs", problem.conflicts().len().to_string()));
                 graph.push((
                     "pool",
@@ -330,6 +344,24 @@ pub fn plan(
             .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `planner`, or `exclusive --fragmented` for `exclusive` under `--fragmented`, which
+/// applies to no other planner.
+fn exclusive_variant(
+    planner: &'static dyn Planner,
+    settings: &GraphSettings,
+) -> Result<&'static dyn Planner> {
+    if !settings.fragmented {
+        return Ok(planner);
+    }
+    if planner.name() != planner::Exclusive::DEFAULT.name() {
+        bail!(
+            "--fragmented applies to --planner exclusive only, not to '{}'",
+            planner.name()
+        );
+    }
+    Ok(&planner::Exclusive::FRAGMENTED)
 }
 
 /// The rules as `--exclusive-rules` spells them, followed by rule 4 (`live`, always on).
@@ -449,7 +481,7 @@ fn plan_table(
                     b.name.clone(),
                     b.size.to_string(),
                     b.lifetime.to_string(),
-                    outcome.plan.offset(id).to_string(),
+                    placement(&outcome.plan, id, b.size),
                 ]
             })
             .collect();
@@ -461,6 +493,19 @@ fn plan_table(
         ));
     }
     out
+}
+
+/// A buffer's offset, followed by its extents when it has several.
+fn placement(plan: &Plan, id: memplan::BufferId, size: u64) -> String {
+    let extents = plan.extents_of(id, size);
+    if extents.len() <= 1 {
+        return plan.offset(id).to_string();
+    }
+    let ranges: Vec<String> = extents
+        .iter()
+        .map(|e| format!("[{}, {})", e.offset, e.offset.saturating_add(e.len)))
+        .collect();
+    format!("{} ({})", plan.offset(id), ranges.join(" + "))
 }
 
 /// Key-value rows describing how a graph became the problem, for the table outputs.
@@ -744,7 +789,7 @@ pub fn bench(
     repeat: u32,
     settings: &GraphSettings,
 ) -> Result<ExitCode> {
-    let planners: Vec<&'static dyn Planner> = if names.is_empty() {
+    let mut planners: Vec<&'static dyn Planner> = if names.is_empty() {
         planner::all().to_vec()
     } else {
         names
@@ -752,6 +797,15 @@ pub fn bench(
             .map(|n| planner::by_name(n))
             .collect::<std::result::Result<_, _>>()?
     };
+    if settings.fragmented {
+        let exclusive = planner::Exclusive::DEFAULT.name();
+        if !planners.iter().any(|p| p.name() == exclusive) {
+            bail!("--fragmented applies to the exclusive planner, which this bench does not run");
+        }
+        for p in planners.iter_mut().filter(|p| p.name() == exclusive) {
+            *p = &planner::Exclusive::FRAGMENTED;
+        }
+    }
     let mut rows = Vec::new();
     for file in files {
         let loaded = input::read_input(file, settings)?;

@@ -26,6 +26,8 @@ pub struct GraphSettings {
     pub options: Options,
     /// `--exclusive-rules`: the switchable exclusivity rules of `--planner exclusive`.
     pub exclusive_rules: Rules,
+    /// `--fragmented`: `--planner exclusive` may spread a block over several pieces.
+    pub fragmented: bool,
 }
 
 /// What an input file gave: always a problem, and the graph with its analysis when the

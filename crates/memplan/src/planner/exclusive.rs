@@ -69,7 +69,7 @@ impl Planner for Exclusive {
     }
 
     fn description(&self) -> &'static str {
-        "methods.md §1: largest first, lowest memory under no exclusive block, else grow the pool (exclusivity from the graph; --fragmented: several pieces)"
+        "methods.md §1: largest first, lowest memory under no exclusive block, else grow the pool (exclusivity from the graph)"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
