@@ -413,10 +413,8 @@ fn first_common_steps(a: &[Lifetime], b: &[Lifetime]) -> Option<Lifetime> {
 fn sweep_overlapping_pairs(pieces: &Pieces, segments: &Segments) -> Vec<(u32, u32)> {
     let n = pieces.ranges.len();
     let mut owner = vec![0u32; n];
-    for buffer in 0..pieces.bounds.len() - 1 {
-        for piece in pieces.bounds[buffer]..pieces.bounds[buffer + 1] {
-            owner[piece] = buffer as u32;
-        }
+    for (buffer, range) in pieces.bounds.windows(2).enumerate() {
+        owner[range[0]..range[1]].fill(buffer as u32);
     }
     let start = |p: usize| pieces.ranges[p].0;
 

@@ -158,7 +158,7 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
                 b.name,
                 b.size,
                 b.lifetime.to_string(),
-                placement(&scene, i, b.size)
+                placement(scene, i, b.size)
             );
         }
     } else {
