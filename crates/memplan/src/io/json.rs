@@ -235,7 +235,8 @@ pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonEr
 ///
 /// Buffers are matched by `id`: every buffer of the problem must appear exactly once, with
 /// the problem's `size`, `start` and `end`. A buffer with `extents` makes the plan
-/// fragmented, and then every buffer must have them. The plan claims the file's `arena_bytes`
+/// fragmented, and then every buffer must have them (a plan without buffers reads as
+/// contiguous). The plan claims the file's `arena_bytes`
 /// (`None` when it is absent or `null`); whether the plan is valid is for
 /// [`crate::checker`] to say. Unknown keys are ignored.
 pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Plan, JsonError> {
