@@ -233,6 +233,10 @@ impl Report {
 ///   O(s log s) whatever its sizes, offsets and lifetimes;
 /// - memory O(s + h).
 ///
+/// In a fragmented plan the sweep runs over the extents (pieces that carry their
+/// buffer's id) instead of one range per buffer: read `s` as live segments times extents;
+/// two intersecting extents of one buffer are reported as [`Violation::ExtentsOverlap`].
+///
 /// A plan full of overlaps is inherently quadratic: with every offset 0, all `n(n-1)/2`
 /// live-together pairs are violations and all are reported.
 ///
