@@ -213,6 +213,10 @@ struct GraphArgs {
     /// always applies. See doc/exclusive.md.
     #[arg(long, value_name = "RULES", default_value = "edges,branches,outputs", value_parser = memplan_graph::Rules::parse)]
     exclusive_rules: memplan_graph::Rules,
+    /// `--planner exclusive`: let a block spread over several reusable pieces (the plan
+    /// then carries extents per buffer; contiguous by default). See doc/exclusive.md.
+    #[arg(long)]
+    fragmented: bool,
 }
 
 impl GraphArgs {
@@ -228,6 +232,7 @@ impl GraphArgs {
                 inplace: !self.no_inplace,
             },
             exclusive_rules: self.exclusive_rules,
+            fragmented: self.fragmented,
         }
     }
 }

@@ -1065,3 +1065,173 @@ fn bench_runs_npu_on_models() {
         }
     }
 }
+
+/// Plans `examples/exclusive_example.json` with `exclusive` into `dir/plan.json` (extra
+/// arguments appended) and returns the plan's path.
+fn exclusive_plan_file(dir: &Path, extra: &[&str]) -> PathBuf {
+    let plan = dir.join("plan.json");
+    let mut args = vec![
+        "plan",
+        "examples/exclusive_example.json",
+        "--planner",
+        "exclusive",
+        "-f",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = memplan(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    plan
+}
+
+#[test]
+fn check_accepts_an_exclusive_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for rules in ["edges,branches,outputs", "none"] {
+        let plan = exclusive_plan_file(dir.path(), &["--exclusive-rules", rules]);
+        let text = std::fs::read_to_string(&plan).unwrap();
+        assert!(
+            text.contains(&format!("\"exclusive_rules\": \"{rules}\"")),
+            "{text}"
+        );
+        // The rules come from the plan, not from the command line of `check`.
+        let out = memplan(&[
+            "check",
+            "examples/exclusive_example.json",
+            plan.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        let text = stdout(&out).replace(plan.to_str().unwrap(), "<PLAN>");
+        assert!(text.starts_with("valid: '<PLAN>'"), "{text}");
+        let shown = if rules == "none" {
+            "live".to_string()
+        } else {
+            format!("{rules},live")
+        };
+        assert!(
+            text.contains(&format!("(rules {shown}, from the plan)")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn check_rejects_an_exclusive_plan_that_shares_an_exclusive_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = exclusive_plan_file(dir.path(), &[]);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    // op4 and op7 are joined by an edge; put op7 on op4's bytes.
+    let buffers = value["buffers"].as_array_mut().unwrap();
+    let at = |id: &str| buffers.iter().position(|b| b["id"] == id).unwrap();
+    let (op4, op7) = (at("op4"), at("op7"));
+    buffers[op7]["offset"] = buffers[op4]["offset"].clone();
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out).replace(broken.to_str().unwrap(), "<PLAN>");
+    assert!(
+        text.contains("operators 'n_op4' and 'n_op7' are exclusive (rule edges)"),
+        "{text}"
+    );
+    golden("check_exclusive_broken.txt", &text);
+
+    // A plan that says it is exclusive but not under which rules cannot be rebuilt.
+    value.as_object_mut().unwrap().remove("exclusive_rules");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("does not record its \"exclusive_rules\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_fragmented_exclusive_plan_round_trips_through_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = exclusive_plan_file(dir.path(), &["--fragmented"]);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(value["fragmented"], true);
+    // methods.md §1's example: 46 MiB with or without fragments.
+    assert_eq!(value["arena_bytes"], 46 << 20);
+    assert!(value["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|b| b["extents"].is_array()));
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // op7's extent moved onto op4's bytes: rejected, naming both blocks and operators.
+    let buffers = value["buffers"].as_array_mut().unwrap();
+    let at = |id: &str| buffers.iter().position(|b| b["id"] == id).unwrap();
+    let (op4, op7) = (at("op4"), at("op7"));
+    let target = buffers[op4]["offset"].clone();
+    buffers[op7]["offset"] = target.clone();
+    buffers[op7]["extents"][0]["offset"] = target;
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("operators 'n_op4' and 'n_op7' are exclusive"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn fragmented_applies_to_the_exclusive_planner_only() {
+    let out = memplan(&["plan", "examples/small_cnn.json", "--fragmented"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--fragmented applies to --planner exclusive only"),
+        "{}",
+        stderr(&out)
+    );
+    let out = memplan(&[
+        "bench",
+        "examples/small_cnn.json",
+        "--planners",
+        "naive",
+        "--fragmented",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = memplan(&[
+        "bench",
+        "examples/exclusive_example.json",
+        "--planners",
+        "naive,exclusive",
+        "--fragmented",
+        "-f",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("\"arena_bytes\":48234496"),
+        "{}",
+        stdout(&out)
+    );
+}

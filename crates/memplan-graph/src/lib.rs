@@ -48,7 +48,7 @@ pub mod order;
 pub use analysis::{
     analyse, analyse_with_inplace_ops, Analysis, AnalysisError, Options, Role, Stats, ValueInfo,
 };
-pub use exclusive::{exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
+pub use exclusive::{block_operators, exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
     ValueKind,

@@ -11,6 +11,7 @@ use memplan::planner::{self, best_of, BestOf, PlanError, Planner, Search};
 use memplan::render::{self, Scene};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 const GREEDY: [&str; 5] = [
     "greedy-size-firstfit",
@@ -795,4 +796,142 @@ fn large_idealloc_files_plan_validly() {
     for file in files {
         plan_and_check_file(&file, check);
     }
+}
+
+/// Problems shaped like the exclusive encoding: buffer `i` lives `[i, i + 1)` (no two
+/// overlap) and random conflict pairs keep buffers apart, so reusable memory comes in
+/// scattered pieces.
+fn exclusive_problems() -> impl Strategy<Value = Problem> {
+    (
+        prop::collection::vec(
+            (1u64..=24, prop::sample::select(vec![1u64, 1, 2, 4])),
+            0..24,
+        ),
+        prop::collection::vec((0usize..24, 0usize..24), 0..120),
+    )
+        .prop_map(|(raw, pairs)| {
+            let buffers: Vec<Buffer> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &(size, alignment))| {
+                    let mut b = Buffer::new(format!("b{i}"), size, i as u64, i as u64 + 1);
+                    b.alignment = alignment;
+                    b
+                })
+                .collect();
+            let n = buffers.len();
+            let conflicts: Vec<(BufferId, BufferId)> = pairs
+                .into_iter()
+                .filter(|&(a, b)| a < n && b < n && a != b)
+                .map(|(a, b)| (BufferId(a as u32), BufferId(b as u32)))
+                .collect();
+            Problem::new(buffers, conflicts).unwrap()
+        })
+}
+
+/// Breaks one buffer's extents in a fragmented plan: `kind` 0 makes them one byte too
+/// long, 1 makes two of them overlap, 2 moves its first extent onto the first extent of
+/// a buffer it must not share bytes with. Returns the buffers the checker must name.
+fn corrupt(problem: &Problem, plan: &mut Plan, pick: usize, kind: u8) -> Option<Vec<String>> {
+    let n = problem.len();
+    if n == 0 {
+        return None;
+    }
+    let i = pick % n;
+    let name = problem.buffers()[i].name.clone();
+    let lists = plan.extents.as_mut().unwrap();
+    match kind {
+        0 => {
+            lists[i].last_mut().unwrap().len += 1;
+            Some(vec![name])
+        }
+        1 => {
+            let list = &mut lists[i];
+            if list.len() >= 2 {
+                list[1].offset = list[0].offset;
+            } else if list[0].len >= 2 {
+                // Split [o, o + L) into [o, o + L - 1) and [o + L - 2, o + L - 1).
+                let (o, len) = (list[0].offset, list[0].len);
+                list[0].len = len - 1;
+                list.push(memplan::Extent {
+                    offset: o + len - 2,
+                    len: 1,
+                });
+            } else {
+                return None;
+            }
+            Some(vec![name])
+        }
+        _ => {
+            let buffers = problem.buffers();
+            let j = (0..n).find(|&j| {
+                j != i
+                    && (buffers[i].live_together(&buffers[j])
+                        || problem.conflicts().iter().any(|&(a, b)| {
+                            (a.index(), b.index()) == (i, j) || (a.index(), b.index()) == (j, i)
+                        }))
+            })?;
+            let target = lists[j][0].offset;
+            lists[i][0].offset = target;
+            plan.offsets[i] = target;
+            Some(vec![name, buffers[j].name.clone()])
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `exclusive --fragmented` makes valid plans (extents checked by both checkers) on
+    /// lifetime problems and exclusive-shaped ones, and the checker rejects every
+    /// corruption of their extents, naming the buffer(s).
+    #[test]
+    fn fragmented_plans_pass_the_checker_and_corrupted_extents_do_not(
+        problem in prop_oneof![problems(), exclusive_problems()],
+        pick in 0usize..64,
+        kind in 0u8..3,
+    ) {
+        let plan = planner::Exclusive::FRAGMENTED.plan(&problem).unwrap();
+        let report = check_naive(&problem, &plan);
+        prop_assert!(report.is_valid(), "{:?}", report.violations);
+        prop_assert_eq!(check(&problem, &plan), report.clone());
+        prop_assert_eq!(report.arena_bytes, plan.arena_bytes);
+        let mut broken = plan.clone();
+        if let Some(names) = corrupt(&problem, &mut broken, pick, kind) {
+            broken.arena_bytes = None;
+            let report = check(&problem, &broken);
+            prop_assert_eq!(&report, &check_naive(&problem, &broken));
+            prop_assert!(!report.is_valid());
+            let text: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+            for name in names {
+                prop_assert!(
+                    text.iter().any(|t| t.contains(&format!("'{name}'"))),
+                    "{name} not named in {text:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The random exclusive-shaped problems do exercise fragmentation: some plans spread a
+/// buffer over several extents and come out smaller than the contiguous plan.
+#[test]
+fn fragmented_plans_occur_and_can_beat_contiguous_ones() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut fragmented, mut smaller) = (0, 0);
+    for _ in 0..300 {
+        let problem = exclusive_problems()
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        let plan = planner::Exclusive::FRAGMENTED.plan(&problem).unwrap();
+        assert!(check(&problem, &plan).is_valid());
+        let contiguous = planner::Exclusive::DEFAULT.plan(&problem).unwrap();
+        fragmented += usize::from(plan.is_fragmented());
+        smaller += usize::from(plan.arena_bytes < contiguous.arena_bytes);
+    }
+    assert!(
+        fragmented > 10 && smaller > 5,
+        "{fragmented} fragmented, {smaller} smaller"
+    );
 }

@@ -83,7 +83,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &BestOf,
         &Strip::DEFAULT,
         &Search::DEFAULT,
-        &Exclusive,
+        &Exclusive::DEFAULT,
         &Npu { rule: Match::Size },
     ]
 }
