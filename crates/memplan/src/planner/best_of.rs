@@ -46,6 +46,19 @@ impl Attempt {
 /// in which they finished. Problems of fewer than [`PARALLEL_FROM`] buffers are planned on
 /// the calling thread.
 pub fn run_all(problem: &Problem) -> Vec<Attempt> {
+    run_candidates(problem, None)
+}
+
+/// Like [`run_all`], but a candidate after the first starts only when it is expected to
+/// end by `deadline`: when the current time plus the longest time a candidate has taken so
+/// far (the time since the start while none has finished) is at most `deadline`. Returns
+/// the attempts that ran, in [`CANDIDATES`] order; the first candidate always runs. Which
+/// candidates run depends on the timing.
+pub fn run_until(problem: &Problem, deadline: Instant) -> Vec<Attempt> {
+    run_candidates(problem, Some(deadline))
+}
+
+fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> {
     let workers = if problem.len() < PARALLEL_FROM {
         1
     } else {
@@ -53,13 +66,23 @@ pub fn run_all(problem: &Problem) -> Vec<Attempt> {
             .map_or(1, |n| n.get())
             .min(CANDIDATES.len())
     };
+    let started = Instant::now();
     let next = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<Attempt>>> = Mutex::new(vec![None; CANDIDATES.len()]);
+    let expected_end = || {
+        let slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+        let longest = slots.iter().flatten().map(|a| a.elapsed).max();
+        let now = Instant::now();
+        now + longest.unwrap_or(now - started)
+    };
     let work = || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(planner) = CANDIDATES.get(i) else {
             break;
         };
+        if i > 0 && deadline.is_some_and(|d| expected_end() > d) {
+            break;
+        }
         let started = Instant::now();
         let result = planner.plan(problem);
         let attempt = Attempt {
@@ -83,7 +106,7 @@ pub fn run_all(problem: &Problem) -> Vec<Attempt> {
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
-        .map(|a| a.expect("every candidate ran"))
+        .flatten()
         .collect()
 }
 
@@ -130,11 +153,25 @@ pub struct BestOf;
 impl BestOf {
     /// The best plan and the name of the planner that made it.
     pub fn plan_with_winner(&self, problem: &Problem) -> Result<(Plan, &'static str), PlanError> {
-        let mut attempts = run_all(problem);
-        let i = winner(&attempts)?;
-        let attempt = attempts.swap_remove(i);
-        Ok((attempt.result?, attempt.planner))
+        pick(run_all(problem))
     }
+
+    /// The best plan of the candidates [`run_until`] runs by `deadline` (at least the
+    /// first), and the name of the planner that made it.
+    pub fn plan_until(
+        &self,
+        problem: &Problem,
+        deadline: Instant,
+    ) -> Result<(Plan, &'static str), PlanError> {
+        pick(run_until(problem, deadline))
+    }
+}
+
+/// The winner's plan and name.
+fn pick(mut attempts: Vec<Attempt>) -> Result<(Plan, &'static str), PlanError> {
+    let i = winner(&attempts)?;
+    let attempt = attempts.swap_remove(i);
+    Ok((attempt.result?, attempt.planner))
 }
 
 impl Planner for BestOf {
