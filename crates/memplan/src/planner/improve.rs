@@ -109,7 +109,8 @@ pub fn improve(problem: &Problem, plan: &Plan, limits: &Limits, seed: u64) -> Im
     let Some(arena) = plan.arena_bytes else {
         return unchanged(0);
     };
-    if arena <= limits.target || !check(problem, plan).is_valid() {
+    let no_time = limits.rounds == 0 || Instant::now() >= limits.deadline;
+    if no_time || arena <= limits.target || !check(problem, plan).is_valid() {
         return unchanged(0);
     }
     let mut lns = Lns::new(problem, plan, seed);

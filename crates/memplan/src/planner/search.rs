@@ -64,7 +64,7 @@
 //! with one they alternate under the node budgets.
 //!
 //! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: they
-//! start from the greedy candidates that fit in half the time limit
+//! start from the greedy candidates that fit in 3/4 of the time limit
 //! ([`super::best_of::run_until`]) and the rest goes to the large-neighbourhood improver
 //! ([`super::improve`]).
 
@@ -301,8 +301,8 @@ impl Search {
         let start = if exact {
             BestOf.plan(problem)?
         } else {
-            // Large: the greedy candidates that fit in half the time, the rest improves.
-            BestOf.plan_until(problem, started + self.time_limit / 2)?.0
+            // Large: the greedy candidates that fit in 3/4 of the time, the rest improves.
+            BestOf.plan_until(problem, started + (self.time_limit - self.time_limit / 4))?.0
         };
         let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let (g, fixed_top) = granularity(problem);
