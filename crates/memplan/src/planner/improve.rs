@@ -352,6 +352,7 @@ impl<'p> Lns<'p> {
             1 if !self.hot.is_empty() => Shape::Section,
             _ => Shape::Window,
         };
+        let mut hot = u64::MAX;
         let (from, to) = match shape {
             Shape::Window => {
                 let t = life.0 + self.rng.below(life.1 - life.0);
@@ -361,19 +362,25 @@ impl<'p> Lns<'p> {
             Shape::Column => life,
             Shape::Section => {
                 let t = self.hot[self.rng.below(self.hot.len() as u64) as usize];
-                let w = self.median_len * [1u64, 4, 16][self.rng.below(3) as usize];
+                hot = t;
+                let w = self.median_len * [16u64, 64, 256, 1024][self.rng.below(4) as usize];
                 (t.saturating_sub(w), t.saturating_add(w))
             }
         };
         let (fractions, caps): (&[f64], &[usize]) = match shape {
             Shape::Column => (&[0.002, 0.005, 0.01, 0.02], &[64, 256]),
+            Shape::Section => (&[1.0], &[256, 1024]),
             _ => (&[0.02, 0.05, 0.1, 0.25, 1.0], &[32, 96, 256]),
         };
         let fraction = fractions[self.rng.below(fractions.len() as u64) as usize];
         let cap = caps[self.rng.below(caps.len() as u64) as usize];
         let size = self.problem.buffers()[peak].size;
         let band = ((self.arena as f64 * fraction) as u64).max(size);
-        let floor = self.arena.saturating_sub(band);
+        let floor = match shape {
+            // A random floor: the section's stack above it.
+            Shape::Section => self.rng.below(self.arena),
+            _ => self.arena.saturating_sub(band),
+        };
 
         self.removed.clear();
         let first = self
@@ -385,6 +392,7 @@ impl<'p> Lns<'p> {
                 break;
             }
             if end <= to
+                && (hot == u64::MAX || (start <= hot && hot < end))
                 && self.tops[i as usize] > floor
                 && self.movable[i as usize]
                 && i as usize != peak

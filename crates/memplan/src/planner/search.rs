@@ -302,7 +302,9 @@ impl Search {
             BestOf.plan(problem)?
         } else {
             // Large: the greedy candidates that fit in 3/4 of the time, the rest improves.
-            BestOf.plan_until(problem, started + (self.time_limit - self.time_limit / 4))?.0
+            BestOf
+                .plan_until(problem, started + (self.time_limit - self.time_limit / 4))?
+                .0
         };
         let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let (g, fixed_top) = granularity(problem);
