@@ -619,7 +619,13 @@ fn start_plan_runs_only_the_first_candidate_past_the_deadline() {
     assert_eq!(names, ["greedy-size-firstfit"]);
     let attempts = best_of::run_until(&problem, Instant::now() + Duration::from_secs(60));
     let names: Vec<_> = attempts.iter().map(|a| a.planner).collect();
-    assert_eq!(names, GREEDY);
+    assert_eq!(
+        names, GREEDY,
+        "every candidate, reported in the CANDIDATES order"
+    );
+    let mut order = best_of::UNTIL_ORDER;
+    order.sort_unstable();
+    assert_eq!(order, [0, 1, 2, 3, 4]);
 }
 
 /// A problem above `EXACT_LIMIT` unfixed buffers: short lifetimes of mixed sizes.
