@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use memplan::checker::{check, check_naive};
-use memplan::planner::improve::{improve, Limits};
+use memplan::planner::lns::{improve, Limits};
 use memplan::planner::strip::{Metric, Stop, Strip};
 use memplan::planner::{self, best_of, search, BestOf, PlanError, Planner, Search};
 use memplan::render::{self, Scene};
@@ -27,7 +27,7 @@ fn planner(name: &str) -> &'static dyn Planner {
 }
 
 /// Plans with `p`; `search` runs on one thread under a node limit (and 0.5 s for the
-/// large-neighbourhood improver on large files), so that it is fast and deterministic here
+/// large-neighbourhood search (LNS) on large files), so that it is fast and deterministic here
 /// (`tests/search.rs` tests it further).
 fn plan_any(p: &dyn Planner, problem: &Problem) -> Result<Plan, PlanError> {
     if p.name() == "search" {
@@ -555,11 +555,11 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------
-// The large-neighbourhood improver and the time-bounded start plan.
+// The large-neighbourhood search (LNS) and the time-bounded start plan.
 
-/// Runs the improver for at most `rounds` rounds from `start`, checks its promises (a valid
+/// Runs the LNS for at most `rounds` rounds from `start`, checks its promises (a valid
 /// plan, never worse, the same result for the same seed) and returns its arena.
-fn checked_improve(problem: &Problem, start: &Plan, rounds: u64, seed: u64) -> u64 {
+fn checked_lns(problem: &Problem, start: &Plan, rounds: u64, seed: u64) -> u64 {
     let limits = Limits {
         deadline: Instant::now() + Duration::from_secs(60),
         rounds,
@@ -581,7 +581,7 @@ fn checked_improve(problem: &Problem, start: &Plan, rounds: u64, seed: u64) -> u
 }
 
 #[test]
-fn improver_lowers_a_stacked_plan_to_the_bound() {
+fn lns_lowers_a_stacked_plan_to_the_bound() {
     // Four buffers live one after the other, stacked by `naive`: arena 10, bound 4.
     let problem = Problem::from_buffers(vec![
         Buffer::new("a", 4, 0, 2),
@@ -592,11 +592,11 @@ fn improver_lowers_a_stacked_plan_to_the_bound() {
     .unwrap();
     let start = planner("naive").plan(&problem).unwrap();
     assert_eq!(start.arena_bytes, Some(10));
-    assert_eq!(checked_improve(&problem, &start, 100, 0), 4);
+    assert_eq!(checked_lns(&problem, &start, 100, 0), 4);
 }
 
 #[test]
-fn improver_returns_an_invalid_start_unchanged() {
+fn lns_returns_an_invalid_start_unchanged() {
     let problem =
         Problem::from_buffers(vec![Buffer::new("a", 4, 0, 2), Buffer::new("b", 4, 1, 3)]).unwrap();
     let overlapping = Plan::new(&problem, vec![0, 2]).unwrap();
@@ -672,9 +672,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn improver_never_breaks_or_worsens_a_plan(problem in problems(), seed in 0u64..4) {
+    fn lns_never_breaks_or_worsens_a_plan(problem in problems(), seed in 0u64..4) {
         for start in ["naive", "greedy-size-firstfit", "greedy-temporal"] {
-            checked_improve(&problem, &planner(start).plan(&problem).unwrap(), 40, seed);
+            checked_lns(&problem, &planner(start).plan(&problem).unwrap(), 40, seed);
         }
     }
 }

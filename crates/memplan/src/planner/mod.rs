@@ -34,7 +34,7 @@ pub mod best_of;
 mod breadth;
 pub mod exclusive;
 mod greedy;
-pub mod improve;
+pub mod lns;
 mod naive;
 mod placement;
 pub mod search;

@@ -65,14 +65,14 @@
 //!
 //! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: they
 //! start from the greedy candidates that fit in 3/4 of the time limit
-//! ([`super::best_of::run_until`]) and the rest goes to the large-neighbourhood improver
-//! ([`super::improve`]).
+//! ([`super::best_of::run_until`]) and the rest goes to the large-neighbourhood search (LNS)
+//! ([`super::lns`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::improve::{improve, Improved, Limits};
+use super::lns::{improve, Improved, Limits};
 use super::{BestOf, PlanError, Planner};
 use crate::bound::max_live;
 use crate::checker::check;
@@ -80,7 +80,7 @@ use crate::plan::Plan;
 use crate::problem::Problem;
 
 /// Above this many buffers without a fixed offset, [`Search`] runs the large-neighbourhood
-/// improver instead of the exact search (whose nodes cost `O(n + sections)` each).
+/// search (LNS) instead of the exact search (whose nodes cost `O(n + sections)` each).
 pub const EXACT_LIMIT: usize = 2000;
 
 /// The pruning rules of the exact search; all but `decompose` on by [`Default`]. Switching one off never
@@ -176,10 +176,10 @@ pub struct Search {
     /// With one thread and a node limit that ends the search before the time limit, the
     /// result is deterministic.
     pub node_limit: Option<u64>,
-    /// Seed of the preorder rotation and of the large-neighbourhood improver.
+    /// Seed of the preorder rotation and of the large-neighbourhood search.
     pub seed: u64,
     /// Worker threads; 0 for every available core. The exact search uses at most 2 (an
-    /// improver and a prover), the large-neighbourhood improver all of them (one chain each).
+    /// improver and a prover), the large-neighbourhood search all of them (one chain each).
     pub threads: usize,
     /// The pruning rules.
     pub rules: Rules,
@@ -241,7 +241,7 @@ pub struct Outcome {
     /// True when no valid plan has a smaller arena.
     pub proven_optimal: bool,
     /// Search nodes visited (all threads); without the exact search, the rounds of the
-    /// large-neighbourhood improver.
+    /// large-neighbourhood search (LNS).
     pub nodes: u64,
     /// When the returned plan was found, from the start.
     pub found_after: Duration,
@@ -249,7 +249,7 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// Why it stopped.
     pub stop: Stop,
-    /// True when the exact search ran (false: the large-neighbourhood improver).
+    /// True when the exact search ran (false: the large-neighbourhood search).
     pub exact: bool,
 }
 
@@ -301,7 +301,7 @@ impl Search {
         let start = if exact {
             BestOf.plan(problem)?
         } else {
-            // Large: the greedy candidates that fit in 3/4 of the time, the rest improves.
+            // Large: the greedy candidates that fit in 3/4 of the time, the rest goes to the LNS.
             BestOf
                 .plan_until(problem, started + (self.time_limit - self.time_limit / 4))?
                 .0
@@ -344,7 +344,7 @@ impl Search {
                 };
                 run_threads(roles.len(), |i| drive(&model, &shared, self, roles[i]));
             } else {
-                improve_large(problem, &start, &shared, self.seed, threads);
+                large_neighbourhood(problem, &start, &shared, self.seed, threads);
             }
         }
         let best = shared.best.load(Ordering::Relaxed);
@@ -1218,12 +1218,18 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
 // Greedy restarts for problems too large for the exact search.
 
 /// A small deterministic generator (SplitMix64).
-/// Large problems: one [`improve`] chain per thread from the start plan (seeds `seed`,
+/// Large problems: one LNS ([`improve`]) chain per thread from the start plan (seeds `seed`,
 /// `seed + 1`, ...; the node limit split evenly, a round counting as a node), stopping
 /// all when one reaches the lower bound; the best result (ties: the lowest thread) is
 /// offered. With one thread, or when no chain reaches the bound, the result depends only
 /// on the seed, the thread count and the rounds run.
-fn improve_large(problem: &Problem, start: &Plan, shared: &Shared, seed: u64, threads: usize) {
+fn large_neighbourhood(
+    problem: &Problem,
+    start: &Plan,
+    shared: &Shared,
+    seed: u64,
+    threads: usize,
+) {
     let reached = AtomicBool::new(false);
     let limits = Limits {
         deadline: shared.deadline,

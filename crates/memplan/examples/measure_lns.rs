@@ -1,10 +1,10 @@
-//! Runs the large-neighbourhood improver (`memplan::planner::improve`) alone for a fixed
+//! Runs the large-neighbourhood search (`memplan::planner::lns`) alone for a fixed
 //! number of rounds from the `greedy-size-bestfit` plan of each CSV file and prints a
 //! Markdown table: start arena, arena after, max-live bound, rounds, kept rounds, time.
 //! With a round limit the arenas are deterministic (they depend on the seed only).
 //!
 //! ```text
-//! cargo run --release -p memplan --example measure_improve -- [--rounds N] [--seed S] FILE.csv ...
+//! cargo run --release -p memplan --example measure_lns -- [--rounds N] [--seed S] FILE.csv ...
 //! ```
 //!
 //! Every plan is checked with `memplan::checker::check`.
@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use memplan::planner::improve::{improve, Limits};
+use memplan::planner::lns::{improve, Limits};
 use memplan::planner::{Planner, SizeBestFit};
 use memplan::{bound, checker, io};
 

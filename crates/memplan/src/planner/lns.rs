@@ -148,7 +148,7 @@ pub fn improve(problem: &Problem, plan: &Plan, limits: &Limits, seed: u64) -> Im
             improved_at,
         },
         _ => {
-            debug_assert!(false, "the improver produced an invalid plan");
+            debug_assert!(false, "the LNS produced an invalid plan");
             unchanged(rounds)
         }
     }
