@@ -1,14 +1,17 @@
 //! A large-neighbourhood search that lowers the arena of a valid plan.
 //!
 //! The arena is made by the buffers whose top (`offset + size`) equals it: the *peak
-//! buffers*. Each round picks one of them and frees a rectangle of the plan around it: a
-//! time window covering its lifetime (stretched by a random factor) and an address band
-//! under the arena (a random fraction of it). Every unfixed buffer live in the window
-//! whose top is in the band is removed (at most a random cap of them, highest tops
-//! first); the others stay where they are. The removed buffers are then placed again, one
-//! at a time, in several orders, each with the placement scan of the greedy planners
-//! ([`scan`]: first-fit or best-fit among the gaps left by the buffers it must not share
-//! bytes with):
+//! buffers*. Each round picks one of them and frees a rectangle of the plan: a time window
+//! and an address band. Every unfixed buffer live only inside the window whose top is in
+//! the band is removed (at most a random cap of them, highest tops first), and the peak
+//! buffer with them; the others stay where they are. Three shapes ([`Shape`]): a few
+//! median lifetimes around a random step of the peak buffer's lifetime under a band of
+//! 2-100 % of the arena; a long-lived peak buffer's whole lifetime under a thin band; a
+//! wider window around a step where the max-live bound is made, the buffers live at that
+//! step above a random floor. The removed buffers are then placed again, one at a time,
+//! in several orders, each with the placement scan of the greedy planners ([`scan`]:
+//! first-fit or best-fit among the gaps left by the buffers it must not share bytes
+//! with):
 //!
 //! ```text
 //!  address                                      round: free the rectangle around the
@@ -19,8 +22,8 @@
 //!        └───────[ window ]──────▶ time          tops) is not worse
 //! ```
 //!
-//! The orders: largest first (best-fit, first-fit, and with sizes perturbed by up to
-//! 10 %), longest lifetime first, largest area (size × lifetime) first, and the old
+//! The orders: the peak buffer first then largest first, largest first (best-fit,
+//! first-fit, and with sizes perturbed by up to 10 %), longest lifetime first, largest area (size × lifetime) first, and the old
 //! offsets ascending with first-fit. The last one never raises a top (each buffer's old
 //! place is still free when its turn comes), so a round always has a candidate no worse
 //! than the current plan. A result is kept when its score (arena, number of buffers whose
@@ -173,8 +176,9 @@ enum Shape {
     Window,
     /// The peak buffer's whole lifetime (for a long-lived one), under a thin band.
     Column,
-    /// A few median lifetimes around one of the steps where the most bytes are live
-    /// (where the max-live bound is made).
+    /// 16 to 1,024 median lifetimes around one of the steps where the most bytes are live
+    /// (where the max-live bound is made); only the buffers live at that step, above a
+    /// random floor.
     Section,
 }
 
@@ -341,29 +345,32 @@ impl<'p> Lns<'p> {
         outcome
     }
 
-    /// Fills `removed` with the buffers of a random rectangle around `peak` (see
-    /// [`Shape`]), under a band of the arena: the unfixed buffers live only inside the
-    /// window whose top is in the band (the highest tops when they are too many), and
-    /// `peak` itself, last.
+    /// Fills `removed` with the buffers of a random rectangle for `peak` (see [`Shape`]):
+    /// the unfixed buffers live only inside the window whose top is above the floor (the
+    /// highest tops when they are too many), and `peak` itself, last.
     fn choose(&mut self, peak: usize) {
         let life = self.life[peak];
         let shape = match self.rng.below(3) {
-            0 if life.1 - life.0 > 16 * self.median_len => Shape::Column,
+            0 if life.1 - life.0 > self.median_len.saturating_mul(16) => Shape::Column,
             1 if !self.hot.is_empty() => Shape::Section,
             _ => Shape::Window,
         };
-        let mut hot = u64::MAX;
+        let mut hot = None;
         let (from, to) = match shape {
             Shape::Window => {
                 let t = life.0 + self.rng.below(life.1 - life.0);
-                let w = self.median_len * [1u64, 4, 16][self.rng.below(3) as usize];
+                let w = self
+                    .median_len
+                    .saturating_mul([1u64, 4, 16][self.rng.below(3) as usize]);
                 (t.saturating_sub(w), t.saturating_add(w))
             }
             Shape::Column => life,
             Shape::Section => {
                 let t = self.hot[self.rng.below(self.hot.len() as u64) as usize];
-                hot = t;
-                let w = self.median_len * [16u64, 64, 256, 1024][self.rng.below(4) as usize];
+                hot = Some(t);
+                let w = self
+                    .median_len
+                    .saturating_mul([16, 64, 256, 1024][self.rng.below(4) as usize]);
                 (t.saturating_sub(w), t.saturating_add(w))
             }
         };
@@ -392,7 +399,7 @@ impl<'p> Lns<'p> {
                 break;
             }
             if end <= to
-                && (hot == u64::MAX || (start <= hot && hot < end))
+                && hot.map_or(true, |t| start <= t && t < end)
                 && self.tops[i as usize] > floor
                 && self.movable[i as usize]
                 && i as usize != peak
