@@ -1215,9 +1215,8 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Greedy restarts for problems too large for the exact search.
+// The large-neighbourhood search for problems too large for the exact search.
 
-/// A small deterministic generator (SplitMix64).
 /// Large problems: one LNS ([`improve`]) chain per thread from the start plan (seeds `seed`,
 /// `seed + 1`, ...; the node limit split evenly, a round counting as a node), stopping
 /// all when one reaches the lower bound; the best result (ties: the lowest thread) is
@@ -1249,7 +1248,9 @@ fn large_neighbourhood(
     let rounds = results.iter().flatten().map(|r| r.rounds).sum();
     shared.poll(rounds);
     if let Some(best) = results.into_iter().flatten().min_by_key(|r| r.arena) {
-        let found_after = best.improved_at.map(|at| at - shared.started);
+        let found_after = best
+            .improved_at
+            .map(|at| at.saturating_duration_since(shared.started));
         shared.offer(best.arena, || best.plan.offsets);
         if let Some(found_after) = found_after {
             let mut incumbent = shared.incumbent.lock().unwrap_or_else(|e| e.into_inner());
