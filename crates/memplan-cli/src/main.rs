@@ -263,7 +263,7 @@ pub struct SearchArgs {
     /// search: return the best plan found within this many seconds.
     #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
     pub time_limit: f64,
-    /// search: seed of the preorder rotation and of the greedy perturbations.
+    /// search: seed of the preorder rotation and of the large-neighbourhood search.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// search: worker threads (0: every core; the exact search uses at most 2).

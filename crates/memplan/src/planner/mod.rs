@@ -35,6 +35,7 @@ pub mod best_of;
 mod breadth;
 pub mod exclusive;
 mod greedy;
+pub mod lns;
 mod naive;
 pub mod npu;
 mod placement;
