@@ -163,7 +163,7 @@ proptest! {
     }
 
     #[test]
-    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u8..64) {
+    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u8..128) {
         let rules = Rules {
             canonical: mask & 1 != 0,
             dominance: mask & 2 != 0,
@@ -171,6 +171,7 @@ proptest! {
             hatless: mask & 8 != 0,
             restarts: mask & 16 != 0,
             decompose: mask & 32 != 0,
+            reuse: mask & 64 != 0,
         };
         let outcome = run(&Search { rules, ..exact() }, &problem);
         prop_assert!(outcome.proven_optimal);
@@ -455,4 +456,27 @@ fn decompose_reduces_search_nodes_on_independent_parts() {
     assert_eq!(with.arena, 43);
     assert!(!without.proven_optimal || without.arena == with.arena);
     assert!(with.nodes < without.nodes);
+}
+
+/// `decompose` against the search without it on mid-sized instances (too large for brute
+/// force): both prove an optimum, and it is the same.
+#[test]
+fn decompose_keeps_the_optimum_on_mid_sized_instances() {
+    let mut above_bound = 0;
+    for seed in 0..3000 {
+        let problem = ablation_instance(seed, 16);
+        let solve = |decompose: bool| {
+            let rules = Rules {
+                decompose,
+                ..Rules::ALL
+            };
+            run(&Search { rules, ..exact() }, &problem)
+        };
+        let (with, without) = (solve(true), solve(false));
+        assert!(with.proven_optimal && without.proven_optimal, "seed {seed}");
+        assert_eq!(with.arena, without.arena, "seed {seed}");
+        above_bound += usize::from(with.arena > bound::max_live(&problem).unwrap());
+    }
+    eprintln!("{above_bound} of 3000 optima above max-live");
+    assert!(above_bound > 0);
 }

@@ -104,6 +104,10 @@ pub struct Rules {
     /// Search the parts of the unplaced buffers that the placed ones separate in time one
     /// after the other; a part that does not fit refutes the node that split it off.
     pub decompose: bool,
+    /// Keep the best plan found for each part of the root split (`decompose`) and place it
+    /// as it is in later runs while it fits under the cap, instead of searching the part
+    /// again.
+    pub reuse: bool,
 }
 
 impl Default for Rules {
@@ -121,19 +125,21 @@ impl Rules {
         hatless: true,
         restarts: true,
         decompose: true,
+        reuse: true,
     };
 
     /// The default: every rule.
     pub const DEFAULT: Rules = Rules::ALL;
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "canonical",
         "dominance",
         "sections",
         "hatless",
         "restarts",
         "decompose",
+        "reuse",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -153,6 +159,7 @@ impl Rules {
                 "hatless" => &mut rules.hatless,
                 "restarts" => &mut rules.restarts,
                 "decompose" => &mut rules.decompose,
+                "reuse" => &mut rules.reuse,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -319,6 +326,7 @@ impl Search {
             node_limit: self.node_limit.unwrap_or(u64::MAX),
             progress,
             last_report: Mutex::new(started),
+            kept: Mutex::new(Vec::new()),
         };
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -416,6 +424,8 @@ struct Shared<'a> {
     node_limit: u64,
     progress: Option<OnProgress<'a>>,
     last_report: Mutex<Instant>,
+    /// The best plans for the parts of the root split found by any thread (`reuse`).
+    kept: Mutex<Vec<Option<Reuse>>>,
 }
 
 impl Shared<'_> {
@@ -457,6 +467,22 @@ impl Shared<'_> {
         }
         self.report(false);
         self.done.load(Ordering::Relaxed)
+    }
+
+    /// Merges a thread's kept part plans with the shared ones, both ways: each part gets
+    /// the lower plan.
+    fn exchange(&self, kept: &mut Vec<Option<Reuse>>) {
+        let mut shared = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let len = shared.len().max(kept.len());
+        shared.resize_with(len, || None);
+        kept.resize_with(len, || None);
+        for (mine, theirs) in kept.iter_mut().zip(shared.iter_mut()) {
+            match (mine.as_ref(), theirs.as_ref()) {
+                (Some(a), Some(b)) if b.top < a.top => *mine = theirs.clone(),
+                (Some(_), _) => *theirs = mine.clone(),
+                (None, _) => *mine = theirs.clone(),
+            }
+        }
     }
 
     fn report(&self, force: bool) {
@@ -828,8 +854,17 @@ struct Part {
     /// The key `(offset, rank)` of the placement that split it off: its buffers come
     /// after that one in canonical order.
     start: (u64, u32),
-    /// The number of the split that made it.
+    /// The number of the split that made it, and its place among that split's parts.
     origin: u64,
+    index: usize,
+}
+
+/// The best plan found for a part of the root split (`reuse`): its buffers' offsets and
+/// its highest top.
+#[derive(Clone)]
+struct Reuse {
+    top: u64,
+    offsets: Vec<(u32, u64)>,
 }
 
 struct Worker<'m, 's> {
@@ -860,6 +895,12 @@ struct Worker<'m, 's> {
     /// Parts waiting to be searched, the next on top.
     pending: Vec<Part>,
     splits: u64,
+    /// The number of the root split (0 when the root did not split), and the best plan
+    /// found for each of its parts (`reuse`).
+    root_split: u64,
+    /// The buffers of each part of the root split (by [`Part::index`]).
+    root_parts: Vec<Vec<u32>>,
+    reused: Vec<Option<Reuse>>,
     cap: u64,
     target: u64,
     /// Nodes of this run, and since the last poll.
@@ -872,7 +913,13 @@ struct Worker<'m, 's> {
 }
 
 impl<'m, 's> Worker<'m, 's> {
-    fn new(m: &'m Model, shared: &'s Shared<'s>, rules: Rules, rank: Vec<u32>) -> Self {
+    fn new(
+        m: &'m Model,
+        shared: &'s Shared<'s>,
+        rules: Rules,
+        rank: Vec<u32>,
+        reused: Vec<Option<Reuse>>,
+    ) -> Self {
         Worker {
             m,
             shared,
@@ -901,6 +948,9 @@ impl<'m, 's> Worker<'m, 's> {
             new_cuts: Vec::new(),
             pending: Vec::new(),
             splits: 0,
+            root_split: 0,
+            root_parts: Vec::new(),
+            reused,
             cap: 0,
             target: 0,
             nodes: 0,
@@ -925,15 +975,19 @@ impl<'m, 's> Worker<'m, 's> {
             buffers: (0..m.n as u32).collect(),
             start: (0, 0),
             origin: 0,
+            index: 0,
         };
         self.new_cuts.clear();
         if self.rules.decompose {
             let zero = self.crossings.iter().enumerate().filter(|&(_, &c)| c == 0);
             self.new_cuts.extend(zero.map(|(b, _)| b as u32));
         }
+        self.root_parts.clear();
         let flow = if self.new_cuts.is_empty() {
+            self.root_split = 0;
             self.dfs(&all, (0, 0), 0)
         } else {
+            self.root_split = self.splits + 1;
             self.split(&all, (0, 0), 0)
         };
         self.flush();
@@ -1041,6 +1095,7 @@ impl<'m, 's> Worker<'m, 's> {
                 buffers: Vec::new(),
                 start: key,
                 origin,
+                index: k,
             })
             .collect();
         for &i in &part.buffers {
@@ -1051,6 +1106,9 @@ impl<'m, 's> Worker<'m, 's> {
         }
         cuts.clear();
         self.new_cuts = cuts;
+        if origin == self.root_split {
+            self.root_parts = parts.iter().map(|p| p.buffers.clone()).collect();
+        }
         let depth = self.pending.len();
         self.pending
             .extend(parts.into_iter().rev().filter(|p| !p.buffers.is_empty()));
@@ -1067,13 +1125,72 @@ impl<'m, 's> Worker<'m, 's> {
     /// the cap refutes the node that split it off: [`Flow::Infeasible`].
     fn next_part(&mut self, top: u64) -> Flow {
         let Some(part) = self.pending.pop() else {
+            if self.rules.reuse {
+                self.keep(self.root_parts.len());
+            }
             return self.leaf(top);
         };
-        let flow = match self.dfs(&part, part.start, top) {
+        let mut flow = Flow::Continue;
+        if self.rules.reuse && part.origin == self.root_split {
+            self.keep(part.index);
+            flow = self.reuse(part.index, top);
+        }
+        if flow == Flow::Continue {
+            flow = self.dfs(&part, part.start, top);
+        }
+        let flow = match flow {
             Flow::Continue if top <= self.cap => Flow::Infeasible(part.origin),
             flow => flow,
         };
         self.pending.push(part);
+        flow
+    }
+
+    /// Records the plans of the parts of the root split before `end` (all placed now)
+    /// where they are the lowest found for them.
+    fn keep(&mut self, end: usize) {
+        let m = self.m;
+        if self.reused.len() < self.root_parts.len() {
+            self.reused.resize_with(self.root_parts.len(), || None);
+        }
+        for (buffers, slot) in self.root_parts[..end].iter().zip(&mut self.reused) {
+            let offset = &self.offset;
+            let top = buffers
+                .iter()
+                .map(|&i| offset[i as usize] + m.size[i as usize])
+                .max()
+                .unwrap_or(0);
+            if !buffers.is_empty() && !matches!(slot, Some(r) if r.top <= top) {
+                let offsets = buffers.iter().map(|&i| (i, offset[i as usize]));
+                *slot = Some(Reuse {
+                    top,
+                    offsets: offsets.collect(),
+                });
+            }
+        }
+    }
+
+    /// Places the kept plan of part `index` of the root split if it fits under the cap and
+    /// goes on with the next parts. [`Flow::Continue`] when there is none, it does not fit,
+    /// or the cap fell below it meanwhile: then the part is searched.
+    fn reuse(&mut self, index: usize, top: u64) -> Flow {
+        let Some(kept) = self.reused.get_mut(index).and_then(Option::take) else {
+            return Flow::Continue;
+        };
+        let mut flow = Flow::Continue;
+        if kept.top <= self.cap {
+            for &(i, offset) in &kept.offsets {
+                self.offset[i as usize] = offset;
+            }
+            flow = self.next_part(top.max(kept.top));
+            for &(i, _) in &kept.offsets {
+                self.offset[i as usize] = UNPLACED;
+            }
+        }
+        let slot = &mut self.reused[index];
+        if !matches!(slot, Some(r) if r.top <= kept.top) {
+            *slot = Some(kept);
+        }
         flow
     }
 
@@ -1242,6 +1359,11 @@ impl<'m, 's> Worker<'m, 's> {
     }
 }
 
+/// Runs (of each role) between doublings of the node budget: half the preorders, so each
+/// preorder's budget doubles every second time it comes round (MiniMalloc doubles after
+/// each round of its three).
+const RUNS_PER_BUDGET: usize = 3;
+
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
 fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
@@ -1257,9 +1379,10 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
     let mut round = 0usize;
     // Without restarts a run never ends on its budget: aim straight below the incumbent.
     let mut aim: u64 = if rules.restarts { 4 } else { 8 };
+    let mut reused = Vec::new();
     loop {
         let rank = preorders[(first + round) % preorders.len()].clone();
-        let mut worker = Worker::new(model, shared, rules, rank);
+        let mut worker = Worker::new(model, shared, rules, rank, std::mem::take(&mut reused));
         let steps: &[Role] = match role {
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
@@ -1297,8 +1420,10 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
                 Flow::Target | Flow::Budget => {}
             }
         }
+        reused = std::mem::take(&mut worker.reused);
+        shared.exchange(&mut reused);
         round += 1;
-        if rules.restarts && round % preorders.len() == 0 {
+        if rules.restarts && round % RUNS_PER_BUDGET == 0 {
             budget = budget.saturating_mul(2);
         }
     }
