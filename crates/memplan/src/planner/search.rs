@@ -741,6 +741,13 @@ impl Model {
     /// `UNPLACED` when none fits in 64 bits.
     fn lowest_from(&self, i: usize, floor: u64) -> u64 {
         let (size, align) = (self.size[i], self.align[i]);
+        if align == 1 && self.obstacles[i].is_empty() {
+            return if floor.checked_add(size).is_some() {
+                floor
+            } else {
+                UNPLACED
+            };
+        }
         let Some(mut p) = floor.checked_next_multiple_of(align) else {
             return UNPLACED;
         };
@@ -1378,7 +1385,7 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
     let g = model.g;
     let mut round = 0usize;
     // Without restarts a run never ends on its budget: aim straight below the incumbent.
-    let mut aim: u64 = if rules.restarts { 4 } else { 8 };
+    let mut aim: u64 = if rules.restarts { 1 } else { 8 };
     let mut reused = Vec::new();
     loop {
         let rank = preorders[(first + round) % preorders.len()].clone();
@@ -1414,9 +1421,11 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
                     shared.raise(worker.cap.saturating_add(g));
                 }
                 Flow::Abort => return,
+                // Aim higher after a run without a plan, lower after one with a plan.
                 Flow::Budget if step == Role::Improve && !worker.found => {
-                    aim = (aim + 2).min(8);
+                    aim = (aim + 1).min(8);
                 }
+                Flow::Budget if step == Role::Improve => aim = (aim - 1).max(1),
                 Flow::Target | Flow::Budget => {}
             }
         }
