@@ -480,3 +480,32 @@ fn decompose_keeps_the_optimum_on_mid_sized_instances() {
     eprintln!("{above_bound} of 3000 optima above max-live");
     assert!(above_bound > 0);
 }
+
+/// `reuse`: on minimalloc F (296 buffers, three time components), one thread with the
+/// default rules, restarts included (kept plans pay off from the second run on): fewer
+/// nodes to the proven optimum with the rule than without it.
+#[test]
+fn reuse_reduces_search_nodes() {
+    let Some(f) = challenging("F") else {
+        return;
+    };
+    let solve = |reuse: bool| {
+        let search = Search {
+            rules: Rules {
+                reuse,
+                ..Rules::ALL
+            },
+            node_limit: Some(60_000),
+            ..exact()
+        };
+        run(&search, &f)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "reuse: {} nodes with it, {} without",
+        with.nodes, without.nodes
+    );
+    assert!(with.proven_optimal && without.proven_optimal);
+    assert_eq!(with.arena, without.arena);
+    assert!(with.nodes < without.nodes);
+}

@@ -41,9 +41,10 @@
 //!   above its top has failed, the remaining candidates are skipped: a least-sum plan
 //!   places it at its current key, before any larger key (MiniMalloc's rule is the case of
 //!   no unplaced neighbour).
-//! - `restarts`: the search is restarted with a doubling node budget, cycling through
-//!   several static preorders (ranks used to break ties), so one bad early choice does not
-//!   trap the whole run (MiniMalloc's round robin).
+//! - `restarts`: the search is restarted with a node budget (4 n, doubling every 3
+//!   runs), cycling through several static preorders (ranks used to
+//!   break ties), so one bad early choice does not trap the whole run (MiniMalloc's round
+//!   robin).
 //! - `decompose`: MiniMalloc's dynamic decomposition. A section boundary that no unplaced
 //!   buffer's lifetime hull crosses (nor a conflict pair with both unplaced) separates the
 //!   unplaced buffers into parts that share no constraint: they are searched one after the
@@ -53,7 +54,11 @@
 //!   do: the search backtracks to that node at once instead of retrying the part under
 //!   every arrangement of the parts before it. At the root this is the static split into
 //!   time components.
-
+//! - `reuse`: the parts of the root split share nothing, so the lowest plan found for each
+//!   (by either thread) is kept and, in later runs, placed as it is while it fits under
+//!   the cap; only the other parts are searched. Parts that different preorders solve
+//!   (E's two components) are then solved one run at a time.
+//!
 //! Always on: a node is cut where an unplaced buffer cannot fit under the cap
 //! (`min_offset + size > cap`); caps move in steps of `g`, which divides every compacted
 //! plan's arena (the gcd of sizes, alignments of unfixed buffers and fixed offsets).
@@ -61,9 +66,10 @@
 //! # Optimising
 //!
 //! Two searches share the incumbent: an *improver* whose cap is aimed between the bound and
-//! the incumbent (half way first, closer to the incumbent after each run that ends on its
-//! node budget empty-handed) and tightened to `arena - g` at every plan it finds (branch
-//! and bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
+//! the incumbent (1/8 of the way first; one eighth closer to the incumbent after each run
+//! that ends on its node budget empty-handed, one eighth closer to the bound after a run
+//! that found a plan) and tightened to `arena - g` at every plan it finds (branch and
+//! bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
 //! `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
 //! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
 //! with one they alternate under the node budgets.
@@ -882,6 +888,7 @@ struct Worker<'m, 's> {
     offset: Vec<u64>,
     /// Highest top of the placed neighbours.
     raw: Vec<u64>,
+    /// Minimum offset of each unplaced buffer (`UNPLACED` for placed ones).
     min_off: Vec<u64>,
     /// The unplaced sizes live in each section.
     remaining: Vec<u64>,
@@ -1226,6 +1233,8 @@ impl<'m, 's> Worker<'m, 's> {
         let mark = (self.buffer_log.len(), self.floor_log.len());
         let height = offset + m.size[i];
         self.offset[i] = offset;
+        // Placed buffers count as `UNPLACED` (no floor) in the section floors below.
+        self.min_off[i] = UNPLACED;
         for &j in m.neighbours(i) {
             let j = j as usize;
             if self.offset[j] == UNPLACED && self.raw[j] < height {
@@ -1280,7 +1289,6 @@ impl<'m, 's> Worker<'m, 's> {
                 let s = s as usize;
                 let floor = m.members[s]
                     .iter()
-                    .filter(|&&j| self.offset[j as usize] == UNPLACED)
                     .map(|&j| self.min_off[j as usize])
                     .min()
                     .unwrap_or(UNPLACED);
@@ -1333,6 +1341,7 @@ impl<'m, 's> Worker<'m, 's> {
                 }
             }
         }
+        self.min_off[i] = self.offset[i];
         self.offset[i] = UNPLACED;
     }
 
