@@ -509,3 +509,33 @@ fn reuse_reduces_search_nodes() {
     assert_eq!(with.arena, without.arena);
     assert!(with.nodes < without.nodes);
 }
+
+/// `restarts`: on minimalloc F, one thread, every other rule on: the restarts over the
+/// preorders reach the proven optimum in a few thousand nodes; a single depth-first run
+/// (the prover at the lower bound with the first preorder) does not within the limit.
+#[test]
+fn restarts_reduce_search_nodes() {
+    const LIMIT: u64 = 20_000;
+    let Some(f) = challenging("F") else {
+        return;
+    };
+    let solve = |restarts: bool| {
+        let search = Search {
+            rules: Rules {
+                restarts,
+                ..Rules::ALL
+            },
+            node_limit: Some(LIMIT),
+            ..exact()
+        };
+        run(&search, &f)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "restarts: {} nodes with them, {} without (proven: {}, {})",
+        with.nodes, without.nodes, with.proven_optimal, without.proven_optimal
+    );
+    assert!(with.proven_optimal);
+    assert!(with.nodes < without.nodes);
+    assert!(!without.proven_optimal || without.arena == with.arena);
+}
