@@ -41,13 +41,23 @@
 //!   above its top has failed, the remaining candidates are skipped: a least-sum plan
 //!   places it at its current key, before any larger key (MiniMalloc's rule is the case of
 //!   no unplaced neighbour).
-//! - `restarts`: the search is restarted with a doubling node budget, cycling through
-//!   several static preorders (ranks used to break ties), so one bad early choice does not
-//!   trap the whole run (MiniMalloc's round robin).
-//! - `decompose` (off by default): independent components (no pair that must not share
-//!   bytes between them) are placed one after the other, each from the bottom; when a
-//!   later one cannot fit under the cap while the earlier ones do, nothing can, and the run
-//!   ends at once instead of retrying it under every arrangement of the earlier ones.
+//! - `restarts`: the search is restarted with a node budget (4 n, doubling every 3
+//!   runs), cycling through several static preorders (ranks used to
+//!   break ties), so one bad early choice does not trap the whole run (MiniMalloc's round
+//!   robin).
+//! - `decompose`: MiniMalloc's dynamic decomposition. A section boundary that no unplaced
+//!   buffer's lifetime hull crosses (nor a conflict pair with both unplaced) separates the
+//!   unplaced buffers into parts that share no constraint: they are searched one after the
+//!   other (each in canonical order after the placement that split them, with dominance
+//!   and the section rule inside the part). When a part cannot fit under the cap while the
+//!   placed buffers do, no completion of the splitting node can, whatever the other parts
+//!   do: the search backtracks to that node at once instead of retrying the part under
+//!   every arrangement of the parts before it. At the root this is the static split into
+//!   time components.
+//! - `reuse`: the parts of the root split share nothing, so the lowest plan found for each
+//!   (by either thread) is kept and, in later runs, placed as it is while it fits under
+//!   the cap; only the other parts are searched. Parts that different preorders solve
+//!   (E's two components) are then solved one run at a time.
 //!
 //! Always on: a node is cut where an unplaced buffer cannot fit under the cap
 //! (`min_offset + size > cap`); caps move in steps of `g`, which divides every compacted
@@ -56,9 +66,10 @@
 //! # Optimising
 //!
 //! Two searches share the incumbent: an *improver* whose cap is aimed between the bound and
-//! the incumbent (half way first, closer to the incumbent after each run that ends on its
-//! node budget empty-handed) and tightened to `arena - g` at every plan it finds (branch
-//! and bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
+//! the incumbent (1/8 of the way first; one eighth closer to the incumbent after each run
+//! that ends on its node budget empty-handed, one eighth closer to the bound after a run
+//! that found a plan) and tightened to `arena - g` at every plan it finds (branch and
+//! bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
 //! `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
 //! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
 //! with one they alternate under the node budgets.
@@ -83,7 +94,7 @@ use crate::problem::Problem;
 /// search (LNS) instead of the exact search (whose nodes cost `O(n + sections)` each).
 pub const EXACT_LIMIT: usize = 2000;
 
-/// The pruning rules of the exact search; all but `decompose` on by [`Default`]. Switching one off never
+/// The pruning rules of the exact search; all on by [`Default`]. Switching one off never
 /// changes the optimum, only the number of nodes it takes to find and prove it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rules {
@@ -98,9 +109,13 @@ pub struct Rules {
     pub hatless: bool,
     /// Restart with doubling node budgets over several preorders.
     pub restarts: bool,
-    /// Place independent components (no pair that must not share bytes between them) one
-    /// after the other; a later component that does not fit ends the whole run.
+    /// Search the parts of the unplaced buffers that the placed ones separate in time one
+    /// after the other; a part that does not fit refutes the node that split it off.
     pub decompose: bool,
+    /// Keep the best plan found for each part of the root split (`decompose`) and place it
+    /// as it is in later runs while it fits under the cap, instead of searching the part
+    /// again.
+    pub reuse: bool,
 }
 
 impl Default for Rules {
@@ -118,23 +133,21 @@ impl Rules {
         hatless: true,
         restarts: true,
         decompose: true,
+        reuse: true,
     };
 
-    /// The default: every rule but `decompose` (measured on the minimalloc suite it
-    /// changed no proof and cost arena on E, whose two components it separates).
-    pub const DEFAULT: Rules = Rules {
-        decompose: false,
-        ..Rules::ALL
-    };
+    /// The default: every rule.
+    pub const DEFAULT: Rules = Rules::ALL;
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "canonical",
         "dominance",
         "sections",
         "hatless",
         "restarts",
         "decompose",
+        "reuse",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -154,6 +167,7 @@ impl Rules {
                 "hatless" => &mut rules.hatless,
                 "restarts" => &mut rules.restarts,
                 "decompose" => &mut rules.decompose,
+                "reuse" => &mut rules.reuse,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -328,6 +342,7 @@ impl Search {
             node_limit: self.node_limit.unwrap_or(u64::MAX),
             progress,
             last_report: Mutex::new(started),
+            kept: Mutex::new(Vec::new()),
         };
         let threads = match self.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -336,7 +351,7 @@ impl Search {
         if !shared.done.load(Ordering::Relaxed) {
             shared.report(true);
             if exact {
-                let model = Model::new(problem, self.rules.decompose);
+                let model = Model::new(problem);
                 let roles: &[Role] = if threads >= 2 {
                     &[Role::Improve, Role::Prove]
                 } else {
@@ -425,6 +440,8 @@ struct Shared<'a> {
     node_limit: u64,
     progress: Option<OnProgress<'a>>,
     last_report: Mutex<Instant>,
+    /// The best plans for the parts of the root split found by any thread (`reuse`).
+    kept: Mutex<Vec<Option<Reuse>>>,
 }
 
 impl Shared<'_> {
@@ -466,6 +483,22 @@ impl Shared<'_> {
         }
         self.report(false);
         self.done.load(Ordering::Relaxed)
+    }
+
+    /// Merges a thread's kept part plans with the shared ones, both ways: each part gets
+    /// the lower plan.
+    fn exchange(&self, kept: &mut Vec<Option<Reuse>>) {
+        let mut shared = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let len = shared.len().max(kept.len());
+        shared.resize_with(len, || None);
+        kept.resize_with(len, || None);
+        for (mine, theirs) in kept.iter_mut().zip(shared.iter_mut()) {
+            match (mine.as_ref(), theirs.as_ref()) {
+                (Some(a), Some(b)) if b.top < a.top => *mine = theirs.clone(),
+                (Some(_), _) => *theirs = mine.clone(),
+                (None, _) => *mine = theirs.clone(),
+            }
+        }
     }
 
     fn report(&self, force: bool) {
@@ -520,12 +553,21 @@ struct Model {
     fixed_top: u64,
     /// Every arena of a compacted plan is a multiple of `g`.
     g: u64,
-    /// Independent component of each searched buffer (all 0 without `decompose`), numbered
-    /// in the order the search completes them; `comps` of them.
-    comp: Vec<u32>,
-    comps: usize,
-    /// Component of the buffers live in each section (`u32::MAX` when none is).
-    section_comp: Vec<u32>,
+    /// First and one-past-last section of each buffer's lifetime hull (gaps included;
+    /// `(0, 0)` for a buffer live nowhere).
+    hull: Vec<(u32, u32)>,
+    /// Explicit conflict pairs of each searched buffer: `(partner, lo, hi)`, where
+    /// `[lo, hi)` is the section hull of the pair (both lifetimes and what lies between).
+    pairs: Vec<Vec<(u32, u32, u32)>>,
+    /// For each section boundary `b` (between sections `b` and `b + 1`): the buffers whose
+    /// hull crosses it plus the conflict pairs whose hull crosses it.
+    crossings: Vec<u32>,
+}
+
+/// The section boundaries inside the section range `[lo, hi)` (boundary `b` lies between
+/// sections `b` and `b + 1`).
+fn boundaries((lo, hi): (u32, u32)) -> std::ops::Range<usize> {
+    lo as usize..(hi as usize).saturating_sub(1).max(lo as usize)
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -555,7 +597,7 @@ fn granularity(problem: &Problem) -> (u64, u64) {
 }
 
 impl Model {
-    fn new(problem: &Problem, decompose: bool) -> Model {
+    fn new(problem: &Problem) -> Model {
         let buffers = problem.buffers();
         let ids: Vec<u32> = (0..buffers.len() as u32)
             .filter(|&i| buffers[i as usize].fixed_offset.is_none())
@@ -647,40 +689,46 @@ impl Model {
             }
             spans.push(list);
         }
-        // Components of the graph of pairs that must not share bytes (fixed buffers are
-        // static obstacles and couple nothing).
-        let mut comp = vec![u32::MAX; n];
-        let mut comps = 0u32;
-        if decompose {
-            let mut stack = Vec::new();
-            for root in 0..n {
-                if comp[root] != u32::MAX {
-                    continue;
-                }
-                comp[root] = comps;
-                stack.push(root);
-                while let Some(i) = stack.pop() {
-                    for &j in &adj[adj_first[i] as usize..adj_first[i + 1] as usize] {
-                        if comp[j as usize] == u32::MAX {
-                            comp[j as usize] = comps;
-                            stack.push(j as usize);
-                        }
-                    }
-                }
-                comps += 1;
-            }
-        } else {
-            comp.iter_mut().for_each(|c| *c = 0);
-            comps = 1;
-        }
-        let section_comp = members
+        let hull: Vec<(u32, u32)> = spans
             .iter()
-            .map(|m| m.first().map_or(u32::MAX, |&j| comp[j as usize]))
+            .map(|list| match (list.first(), list.last()) {
+                (Some(&(lo, _)), Some(&(_, hi))) => (lo, hi),
+                _ => (0, 0),
+            })
             .collect();
+        let mut pairs: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
+        for &(a, b) in problem.conflicts() {
+            let (a, b) = (local[a.index()], local[b.index()]);
+            if a == u32::MAX || b == u32::MAX || a == b {
+                continue;
+            }
+            let (ha, hb) = (hull[a as usize], hull[b as usize]);
+            let (lo, hi) = (ha.0.min(hb.0), ha.1.max(hb.1));
+            pairs[a as usize].push((b, lo, hi));
+            pairs[b as usize].push((a, lo, hi));
+        }
+        for list in &mut pairs {
+            list.sort_unstable();
+            list.dedup();
+        }
+        let mut crossings = vec![0u32; sections.saturating_sub(1)];
+        let mut cross = |(lo, hi): (u32, u32)| {
+            crossings[boundaries((lo, hi))]
+                .iter_mut()
+                .for_each(|c| *c += 1);
+        };
+        hull.iter().for_each(|&h| cross(h));
+        for (a, list) in pairs.iter().enumerate() {
+            for &(b, lo, hi) in list {
+                if (a as u32) < b {
+                    cross((lo, hi));
+                }
+            }
+        }
         Model {
-            comp,
-            comps: comps.max(1) as usize,
-            section_comp,
+            hull,
+            pairs,
+            crossings,
             n,
             size: ids.iter().map(|&i| buffers[i as usize].size).collect(),
             align: ids.iter().map(|&i| buffers[i as usize].alignment).collect(),
@@ -709,6 +757,13 @@ impl Model {
     /// `UNPLACED` when none fits in 64 bits.
     fn lowest_from(&self, i: usize, floor: u64) -> u64 {
         let (size, align) = (self.size[i], self.align[i]);
+        if align == 1 && self.obstacles[i].is_empty() {
+            return if floor.checked_add(size).is_some() {
+                floor
+            } else {
+                UNPLACED
+            };
+        }
         let Some(mut p) = floor.checked_next_multiple_of(align) else {
             return UNPLACED;
         };
@@ -807,9 +862,32 @@ enum Flow {
     Budget,
     /// The whole search must stop (done, time or node limit).
     Abort,
-    /// A component after the first does not fit under the cap (`decompose`): nothing
-    /// does, whatever the earlier components do.
-    Infeasible,
+    /// A part made by the split with this number cannot fit under the cap (`decompose`):
+    /// nothing does below the node that split, whatever the other parts do.
+    Infeasible(u64),
+}
+
+/// A set of unplaced buffers searched on its own: no buffer outside it that is still
+/// unplaced must avoid one inside it (`decompose`).
+struct Part {
+    /// Its sections `[lo, hi)`: every unplaced buffer live there is in `buffers`.
+    lo: u32,
+    hi: u32,
+    buffers: Vec<u32>,
+    /// The key `(offset, rank)` of the placement that split it off: its buffers come
+    /// after that one in canonical order.
+    start: (u64, u32),
+    /// The number of the split that made it, and its place among that split's parts.
+    origin: u64,
+    index: usize,
+}
+
+/// The best plan found for a part of the root split (`reuse`): its buffers' offsets and
+/// its highest top.
+#[derive(Clone)]
+struct Reuse {
+    top: u64,
+    offsets: Vec<(u32, u64)>,
 }
 
 struct Worker<'m, 's> {
@@ -820,13 +898,10 @@ struct Worker<'m, 's> {
     offset: Vec<u64>,
     /// Highest top of the placed neighbours.
     raw: Vec<u64>,
+    /// Minimum offset of each unplaced buffer (`UNPLACED` for placed ones).
     min_off: Vec<u64>,
     /// The unplaced sizes live in each section.
     remaining: Vec<u64>,
-    unplaced: usize,
-    /// Unplaced buffers per component, and the first component with some left.
-    left_in: Vec<u32>,
-    cur: usize,
     buffer_log: Vec<(u32, u64, u64)>,
     candidates: Vec<u32>,
     /// The lowest minimum offset among the unplaced buffers live in each section (kept
@@ -837,6 +912,19 @@ struct Worker<'m, 's> {
     dirty: Vec<u32>,
     marked: Vec<u32>,
     stamp: u32,
+    /// [`Model::crossings`] counting unplaced buffers and pairs with both unplaced only.
+    crossings: Vec<u32>,
+    /// Boundaries whose crossings the last `place` took to zero (`decompose`).
+    new_cuts: Vec<u32>,
+    /// Parts waiting to be searched, the next on top.
+    pending: Vec<Part>,
+    splits: u64,
+    /// The number of the root split (0 when the root did not split), and the best plan
+    /// found for each of its parts (`reuse`).
+    root_split: u64,
+    /// The buffers of each part of the root split (by [`Part::index`]).
+    root_parts: Vec<Vec<u32>>,
+    reused: Vec<Option<Reuse>>,
     cap: u64,
     target: u64,
     /// Nodes of this run, and since the last poll.
@@ -849,7 +937,13 @@ struct Worker<'m, 's> {
 }
 
 impl<'m, 's> Worker<'m, 's> {
-    fn new(m: &'m Model, shared: &'s Shared<'s>, rules: Rules, rank: Vec<u32>) -> Self {
+    fn new(
+        m: &'m Model,
+        shared: &'s Shared<'s>,
+        rules: Rules,
+        rank: Vec<u32>,
+        reused: Vec<Option<Reuse>>,
+    ) -> Self {
         Worker {
             m,
             shared,
@@ -859,13 +953,6 @@ impl<'m, 's> Worker<'m, 's> {
             raw: vec![0; m.n],
             min_off: (0..m.n).map(|i| m.lowest_from(i, 0)).collect(),
             remaining: m.section_total.clone(),
-            unplaced: m.n,
-            left_in: {
-                let mut left = vec![0u32; m.comps];
-                m.comp.iter().for_each(|&c| left[c as usize] += 1);
-                left
-            },
-            cur: 0,
             buffer_log: Vec::new(),
             candidates: Vec::new(),
             floors: (0..m.section_total.len())
@@ -881,6 +968,13 @@ impl<'m, 's> Worker<'m, 's> {
             dirty: Vec::new(),
             marked: vec![0; m.section_total.len()],
             stamp: 0,
+            crossings: m.crossings.clone(),
+            new_cuts: Vec::new(),
+            pending: Vec::new(),
+            splits: 0,
+            root_split: 0,
+            root_parts: Vec::new(),
+            reused,
             cap: 0,
             target: 0,
             nodes: 0,
@@ -898,12 +992,33 @@ impl<'m, 's> Worker<'m, 's> {
         self.budget = budget;
         self.nodes = 0;
         self.found = false;
-        let flow = match self.dfs((0, 0)) {
-            Flow::Infeasible => Flow::Continue,
-            flow => flow,
+        let m = self.m;
+        let all = Part {
+            lo: 0,
+            hi: m.section_total.len() as u32,
+            buffers: (0..m.n as u32).collect(),
+            start: (0, 0),
+            origin: 0,
+            index: 0,
+        };
+        self.new_cuts.clear();
+        if self.rules.decompose {
+            let zero = self.crossings.iter().enumerate().filter(|&(_, &c)| c == 0);
+            self.new_cuts.extend(zero.map(|(b, _)| b as u32));
+        }
+        self.root_parts.clear();
+        let flow = if self.new_cuts.is_empty() {
+            self.root_split = 0;
+            self.dfs(&all, (0, 0), 0)
+        } else {
+            self.root_split = self.splits + 1;
+            self.split(&all, (0, 0), 0)
         };
         self.flush();
-        flow
+        match flow {
+            Flow::Infeasible(_) => Flow::Continue,
+            flow => flow,
+        }
     }
 
     fn flush(&mut self) -> bool {
@@ -914,7 +1029,9 @@ impl<'m, 's> Worker<'m, 's> {
         stop
     }
 
-    fn dfs(&mut self, last: (u64, u32)) -> Flow {
+    /// Searches `part` from a node whose last placement had key `last`; `top` is the
+    /// highest top of the placed buffers.
+    fn dfs(&mut self, part: &Part, last: (u64, u32), top: u64) -> Flow {
         self.nodes += 1;
         self.unpolled += 1;
         if self.nodes >= self.budget {
@@ -923,29 +1040,28 @@ impl<'m, 's> Worker<'m, 's> {
         if self.unpolled >= self.poll_every && self.flush() {
             return Flow::Abort;
         }
-        if self.unplaced == 0 {
-            return self.leaf();
+        if top > self.cap {
+            return Flow::Continue;
         }
         let m = self.m;
-        while self.left_in[self.cur] == 0 {
-            self.cur += 1;
-        }
-        let cur = self.cur as u32;
         let mut min_height = u64::MAX;
-        for i in 0..m.n {
+        for &i in &part.buffers {
+            let i = i as usize;
             if self.offset[i] == UNPLACED {
                 let height = self.min_off[i].saturating_add(m.size[i]);
                 if height > self.cap {
                     return Flow::Continue;
                 }
-                if m.comp[i] == cur {
-                    min_height = min_height.min(height);
-                }
+                min_height = min_height.min(height);
             }
         }
+        if min_height == u64::MAX {
+            return self.next_part(top);
+        }
         let start = self.candidates.len();
-        for i in 0..m.n {
-            if self.offset[i] != UNPLACED || m.comp[i] != cur {
+        for &i in &part.buffers {
+            let i = i as usize;
+            if self.offset[i] != UNPLACED {
                 continue;
             }
             let key = (self.min_off[i], self.rank[i]);
@@ -963,13 +1079,15 @@ impl<'m, 's> Worker<'m, 's> {
         for k in start..end {
             let i = self.candidates[k] as usize;
             let offset = self.min_off[i];
+            let key = (offset, self.rank[i]);
             let mark = self.place(i, offset);
-            let flow = if self.rules.sections && !self.sections_fit(offset, cur) {
+            let top = top.max(offset + m.size[i]);
+            let flow = if self.rules.sections && !self.sections_fit(part, offset) {
                 Flow::Continue
-            } else if self.left_in[cur as usize] == 0 && self.unplaced > 0 {
-                self.next_component()
+            } else if !self.new_cuts.is_empty() {
+                self.split(part, key, top)
             } else {
-                self.dfs((offset, self.rank[i]))
+                self.dfs(part, key, top)
             };
             self.undo(i, mark);
             if flow != Flow::Continue {
@@ -984,33 +1102,125 @@ impl<'m, 's> Worker<'m, 's> {
         Flow::Continue
     }
 
-    /// The current component is placed: search the next ones from the bottom. If they
-    /// cannot fit under the cap while the placed ones do, no plan fits under it (the
-    /// components share no constraint), so the run ends with [`Flow::Infeasible`].
-    fn next_component(&mut self) -> Flow {
+    /// `decompose`: the boundaries in `new_cuts` are crossed by no unplaced buffer (nor
+    /// pair) of `part` any more, so its unplaced buffers fall into parts that share no
+    /// constraint. They are searched one after the other; when one cannot fit under the cap
+    /// while the placed buffers do, no completion of this node can.
+    fn split(&mut self, part: &Part, key: (u64, u32), top: u64) -> Flow {
         let m = self.m;
-        let top = (0..m.n)
-            .filter(|&i| self.offset[i] != UNPLACED)
-            .map(|i| self.offset[i] + m.size[i])
-            .max()
-            .unwrap_or(0);
-        if top > self.cap {
-            return Flow::Continue;
+        let mut cuts = std::mem::take(&mut self.new_cuts);
+        cuts.sort_unstable();
+        self.splits += 1;
+        let origin = self.splits;
+        let mut parts: Vec<Part> = (0..=cuts.len())
+            .map(|k| Part {
+                lo: if k == 0 { part.lo } else { cuts[k - 1] + 1 },
+                hi: cuts.get(k).map_or(part.hi, |&b| b + 1),
+                buffers: Vec::new(),
+                start: key,
+                origin,
+                index: k,
+            })
+            .collect();
+        for &i in &part.buffers {
+            if self.offset[i as usize] == UNPLACED {
+                let first = m.hull[i as usize].0;
+                parts[cuts.partition_point(|&b| b < first)].buffers.push(i);
+            }
         }
-        match self.dfs((0, 0)) {
-            // The cap only fell during the subtree: the placed ones still fit under it.
-            Flow::Continue if top <= self.cap => Flow::Infeasible,
+        cuts.clear();
+        self.new_cuts = cuts;
+        if origin == self.root_split {
+            self.root_parts = parts.iter().map(|p| p.buffers.clone()).collect();
+        }
+        let depth = self.pending.len();
+        self.pending
+            .extend(parts.into_iter().rev().filter(|p| !p.buffers.is_empty()));
+        let flow = self.next_part(top);
+        self.pending.truncate(depth);
+        match flow {
+            Flow::Infeasible(o) if o == origin => Flow::Continue,
             flow => flow,
         }
     }
 
-    fn leaf(&mut self) -> Flow {
+    /// The current part is placed: search the next pending one, or offer the plan when
+    /// none is left. A part whose search is exhausted while the placed buffers fit under
+    /// the cap refutes the node that split it off: [`Flow::Infeasible`].
+    fn next_part(&mut self, top: u64) -> Flow {
+        let Some(part) = self.pending.pop() else {
+            if self.rules.reuse {
+                self.keep(self.root_parts.len());
+            }
+            return self.leaf(top);
+        };
+        let mut flow = Flow::Continue;
+        if self.rules.reuse && part.origin == self.root_split {
+            self.keep(part.index);
+            flow = self.reuse(part.index, top);
+        }
+        if flow == Flow::Continue {
+            flow = self.dfs(&part, part.start, top);
+        }
+        let flow = match flow {
+            Flow::Continue if top <= self.cap => Flow::Infeasible(part.origin),
+            flow => flow,
+        };
+        self.pending.push(part);
+        flow
+    }
+
+    /// Records the plans of the parts of the root split before `end` (all placed now)
+    /// where they are the lowest found for them.
+    fn keep(&mut self, end: usize) {
         let m = self.m;
-        let arena = (0..m.n)
-            .map(|i| self.offset[i] + m.size[i])
-            .max()
-            .unwrap_or(0)
-            .max(m.fixed_top);
+        if self.reused.len() < self.root_parts.len() {
+            self.reused.resize_with(self.root_parts.len(), || None);
+        }
+        for (buffers, slot) in self.root_parts[..end].iter().zip(&mut self.reused) {
+            let offset = &self.offset;
+            let top = buffers
+                .iter()
+                .map(|&i| offset[i as usize] + m.size[i as usize])
+                .max()
+                .unwrap_or(0);
+            if !buffers.is_empty() && !matches!(slot, Some(r) if r.top <= top) {
+                let offsets = buffers.iter().map(|&i| (i, offset[i as usize]));
+                *slot = Some(Reuse {
+                    top,
+                    offsets: offsets.collect(),
+                });
+            }
+        }
+    }
+
+    /// Places the kept plan of part `index` of the root split if it fits under the cap and
+    /// goes on with the next parts. [`Flow::Continue`] when there is none, it does not fit,
+    /// or the cap fell below it meanwhile: then the part is searched.
+    fn reuse(&mut self, index: usize, top: u64) -> Flow {
+        let Some(kept) = self.reused.get_mut(index).and_then(Option::take) else {
+            return Flow::Continue;
+        };
+        let mut flow = Flow::Continue;
+        if kept.top <= self.cap {
+            for &(i, offset) in &kept.offsets {
+                self.offset[i as usize] = offset;
+            }
+            flow = self.next_part(top.max(kept.top));
+            for &(i, _) in &kept.offsets {
+                self.offset[i as usize] = UNPLACED;
+            }
+        }
+        let slot = &mut self.reused[index];
+        if !matches!(slot, Some(r) if r.top <= kept.top) {
+            *slot = Some(kept);
+        }
+        flow
+    }
+
+    fn leaf(&mut self, top: u64) -> Flow {
+        let m = self.m;
+        let arena = top.max(m.fixed_top);
         self.found = true;
         self.shared.offer(arena, || {
             let mut offsets = m.fixed_offsets.clone();
@@ -1033,8 +1243,8 @@ impl<'m, 's> Worker<'m, 's> {
         let mark = (self.buffer_log.len(), self.floor_log.len());
         let height = offset + m.size[i];
         self.offset[i] = offset;
-        self.unplaced -= 1;
-        self.left_in[m.comp[i] as usize] -= 1;
+        // Placed buffers count as `UNPLACED` (no floor) in the section floors below.
+        self.min_off[i] = UNPLACED;
         for &j in m.neighbours(i) {
             let j = j as usize;
             if self.offset[j] == UNPLACED && self.raw[j] < height {
@@ -1049,6 +1259,25 @@ impl<'m, 's> Worker<'m, 's> {
         for &(lo, hi) in &m.spans[i] {
             for rem in &mut self.remaining[lo as usize..hi as usize] {
                 *rem -= m.size[i];
+            }
+        }
+        if self.rules.decompose {
+            self.new_cuts.clear();
+            for b in boundaries(m.hull[i]) {
+                self.crossings[b] -= 1;
+                if self.crossings[b] == 0 {
+                    self.new_cuts.push(b as u32);
+                }
+            }
+            for &(j, lo, hi) in &m.pairs[i] {
+                if self.offset[j as usize] == UNPLACED {
+                    for b in boundaries((lo, hi)) {
+                        self.crossings[b] -= 1;
+                        if self.crossings[b] == 0 {
+                            self.new_cuts.push(b as u32);
+                        }
+                    }
+                }
             }
         }
         if self.rules.sections {
@@ -1070,7 +1299,6 @@ impl<'m, 's> Worker<'m, 's> {
                 let s = s as usize;
                 let floor = m.members[s]
                     .iter()
-                    .filter(|&&j| self.offset[j as usize] == UNPLACED)
                     .map(|&j| self.min_off[j as usize])
                     .min()
                     .unwrap_or(UNPLACED);
@@ -1111,11 +1339,20 @@ impl<'m, 's> Worker<'m, 's> {
                 *rem += m.size[i];
             }
         }
+        if self.rules.decompose {
+            for b in boundaries(m.hull[i]) {
+                self.crossings[b] += 1;
+            }
+            for &(j, lo, hi) in &m.pairs[i] {
+                if self.offset[j as usize] == UNPLACED {
+                    for b in boundaries((lo, hi)) {
+                        self.crossings[b] += 1;
+                    }
+                }
+            }
+        }
+        self.min_off[i] = self.offset[i];
         self.offset[i] = UNPLACED;
-        self.unplaced += 1;
-        let c = m.comp[i] as usize;
-        self.left_in[c] += 1;
-        self.cur = self.cur.min(c);
     }
 
     /// True when every unplaced neighbour of `i` has its minimum offset at or above `i`'s
@@ -1132,25 +1369,26 @@ impl<'m, 's> Worker<'m, 's> {
         })
     }
 
-    /// The section rule after placing a buffer at `offset`: in every section, the unplaced
-    /// buffers live there go above the section floor and need their total size below the
-    /// cap. The floor is the lowest minimum offset among them (each is at or above its
-    /// own), and with `canonical` at least `offset` in the sections of component `comp`
-    /// (the one being placed; later components start again from the bottom).
-    fn sections_fit(&self, offset: u64, comp: u32) -> bool {
+    /// The section rule after placing a buffer at `offset` in `part`: in every section of
+    /// the part, the unplaced buffers live there go above the section floor and need their
+    /// total size below the cap. The floor is the lowest minimum offset among them (each is
+    /// at or above its own), and with `canonical` at least `offset`. (Sections of other
+    /// parts do not change while this one is searched.)
+    fn sections_fit(&self, part: &Part, offset: u64) -> bool {
         let mono = if self.rules.canonical { offset } else { 0 };
         let cap = self.cap;
-        let comps = &self.m.section_comp;
-        self.floors
+        let range = part.lo as usize..part.hi as usize;
+        self.floors[range.clone()]
             .iter()
-            .zip(&self.remaining)
-            .zip(comps)
-            .all(|((&floor, &rem), &c)| {
-                let floor = if c == comp { floor.max(mono) } else { floor };
-                rem == 0 || floor.saturating_add(rem) <= cap
-            })
+            .zip(&self.remaining[range])
+            .all(|(&floor, &rem)| rem == 0 || floor.max(mono).saturating_add(rem) <= cap)
     }
 }
+
+/// Runs (of each role) between doublings of the node budget: half the preorders, so each
+/// preorder's budget doubles every second time it comes round (MiniMalloc doubles after
+/// each round of its three).
+const RUNS_PER_BUDGET: usize = 3;
 
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
@@ -1166,10 +1404,11 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
     let g = model.g;
     let mut round = 0usize;
     // Without restarts a run never ends on its budget: aim straight below the incumbent.
-    let mut aim: u64 = if rules.restarts { 4 } else { 8 };
+    let mut aim: u64 = if rules.restarts { 1 } else { 8 };
+    let mut reused = Vec::new();
     loop {
         let rank = preorders[(first + round) % preorders.len()].clone();
-        let mut worker = Worker::new(model, shared, rules, rank);
+        let mut worker = Worker::new(model, shared, rules, rank, std::mem::take(&mut reused));
         let steps: &[Role] = match role {
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
@@ -1196,19 +1435,23 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
             }
             let flow = worker.run(cap, lower, budget);
             match flow {
-                Flow::Continue | Flow::Infeasible => {
+                Flow::Continue | Flow::Infeasible(_) => {
                     // Exhausted: nothing at or below the final cap.
                     shared.raise(worker.cap.saturating_add(g));
                 }
                 Flow::Abort => return,
+                // Aim higher after a run without a plan, lower after one with a plan.
                 Flow::Budget if step == Role::Improve && !worker.found => {
-                    aim = (aim + 2).min(8);
+                    aim = (aim + 1).min(8);
                 }
+                Flow::Budget if step == Role::Improve => aim = (aim - 1).max(1),
                 Flow::Target | Flow::Budget => {}
             }
         }
+        reused = std::mem::take(&mut worker.reused);
+        shared.exchange(&mut reused);
         round += 1;
-        if rules.restarts && round % preorders.len() == 0 {
+        if rules.restarts && round % RUNS_PER_BUDGET == 0 {
             budget = budget.saturating_mul(2);
         }
     }
