@@ -14,6 +14,8 @@
 
 pub mod dot;
 pub mod pipedream;
+pub mod planner;
+pub mod rewrite;
 pub mod select;
 pub mod simulate;
 pub mod timing;

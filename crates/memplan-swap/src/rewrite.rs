@@ -1,0 +1,638 @@
+//! Rewriting (methods.md §4, "Rewriting"): reduction and restore nodes plus control
+//! edges, giving a new graph that runs in less device memory.
+//!
+//! For each [`Swap`] (a tensor `v` and the readers that get it back from a restore):
+//!
+//! ```text
+//!  p ─v─┬─> r1 (early reader, unchanged)
+//!       └─> [compress:v] ─v@fp16─> [swapout:v] ─v@host─┬─> [swapin:v@c1] ─> [decompress:v@c1] ─v@c1─> c1
+//!                                                      └─> [swapin:v@c2] ─> ...           ─v@c2─> c2
+//!  control edges (dashed):  swapout:v ┄> t          (serialization: t is the node after p
+//!                                                     and the early readers)
+//!                           c1 ┄> swapin:v@c2        (serialization of restores)
+//!                           u ┄> swapin:v@c1         (prefetch: u upstream of c1)
+//! ```
+//!
+//! - **Reduction** ([`Reduction`]): copy to host ([`SWAP_OUT`], on the device-to-host
+//!   engine), compress to fp16 or int8 ([`COMPRESS`], on the compute stream, output of
+//!   1/2 or 1/4 of the bytes), or both (compress, then copy the compressed tensor). One
+//!   reduction per tensor feeds every restore of that tensor.
+//! - **Restore**, one per rerouted reader node: copy back ([`SWAP_IN`], host-to-device
+//!   engine) and/or decompress ([`DECOMPRESS`], compute stream). The reader's inputs that
+//!   read `v` read the restored value instead; other readers keep `v`.
+//! - **Serialization of reductions** ([`Options::serialize_reductions`]): an edge from
+//!   the last reduction node to `t`, the first compute node after the producer and after
+//!   the readers of `v` that keep it and run before the first restored reader ("the next
+//!   node of the producer's consumers"): `t` starts only once `v`'s memory is freed.
+//! - **Serialization of restores** ([`Options::serialize_restores`]): the restores of one
+//!   call, in order of their readers; an edge from the reader of the previous restore to
+//!   the next restore (skipped when both restores feed the same reader, which would be a
+//!   cycle).
+//! - **Prefetch** ([`Prefetch`]): an edge from an upstream compute node `u` to the copy
+//!   back, so that it does not start right after the reduction. `u` is never the reader
+//!   itself, and comes before it in the (topological) graph order, so it is never
+//!   downstream of it. [`Prefetch::Slack`] (the method): the latest `u` whose simulated
+//!   finish plus the restore's time is still before the reader's simulated start; when
+//!   the slack is too short for that, the last compute node before the reader (the
+//!   restore comes back as late as possible and the reader waits for it); when no compute
+//!   node lies between producer and reader, no edge.
+//!   [`Prefetch::Levels`] (TF-LMS): the latest `u` at least `k` topological levels above
+//!   the reader. A decompression without a copy runs on the compute stream right before
+//!   its reader and needs no prefetch edge.
+//! - **Placement** in the node order (which the simulator's queues follow): reduction
+//!   nodes right after the producer (before the first node for a graph input); a copy
+//!   back right after the latest of `u`, the producer and the previous restore's reader;
+//!   a decompression right before its reader.
+//! - Latencies of the new nodes come from [`Machine`]: copies `copy_latency + bytes /
+//!   bandwidth` of the bytes on the wire, codecs `bytes / codec speed` of the full tensor.
+//!
+//! The output is checked by [`check`] (topological order of data and control edges, so
+//! acyclic; host values read only by copies back). Repeated application (reduce,
+//! re-time, choose again) is [`rewrite`] on its own output: host values are never
+//! candidates again ([`crate::select`] skips them).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
+
+use crate::simulate::{is_host, simulate, Engine, Machine, SimulateError};
+
+/// Operator type of a device-to-host copy (a reduction).
+pub const SWAP_OUT: &str = "SwapOut";
+/// Operator type of a host-to-device copy (a restore).
+pub const SWAP_IN: &str = "SwapIn";
+/// Operator type of a compression (a reduction, on the compute stream).
+pub const COMPRESS: &str = "Compress";
+/// Operator type of a decompression (a restore, on the compute stream).
+pub const DECOMPRESS: &str = "Decompress";
+
+/// A lossy compression of fp32 activations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// To fp16: half the bytes (rounded up).
+    Fp16,
+    /// To 8-bit: a quarter of the bytes (rounded up).
+    Int8,
+}
+
+impl Codec {
+    /// The compressed size of a tensor of `bytes`.
+    pub fn compressed_bytes(self, bytes: u64) -> u64 {
+        match self {
+            Codec::Fp16 => bytes.div_ceil(2),
+            Codec::Int8 => bytes.div_ceil(4),
+        }
+    }
+
+    /// `fp16` or `int8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Fp16 => "fp16",
+            Codec::Int8 => "int8",
+        }
+    }
+
+    fn dtype(self) -> DType {
+        match self {
+            Codec::Fp16 => DType::Float16,
+            Codec::Int8 => DType::Int8,
+        }
+    }
+}
+
+/// What a reduction does: copy to the host, compress, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reduction {
+    pub to_host: bool,
+    pub codec: Option<Codec>,
+}
+
+impl Reduction {
+    /// Copy to the host, no compression.
+    pub const SWAP: Reduction = Reduction {
+        to_host: true,
+        codec: None,
+    };
+
+    /// The bytes that cross the link (or stay on the device, compressed).
+    pub fn wire_bytes(&self, bytes: u64) -> u64 {
+        self.codec.map_or(bytes, |c| c.compressed_bytes(bytes))
+    }
+
+    /// Reduction plus restore time of a tensor of `bytes` on `machine`, ignoring queueing.
+    pub fn round_trip_ms(&self, machine: &Machine, bytes: u64) -> f64 {
+        let wire = self.wire_bytes(bytes);
+        let copies = if self.to_host {
+            machine.copy_ms(Engine::DeviceToHost, wire)
+                + machine.copy_ms(Engine::HostToDevice, wire)
+        } else {
+            0.0
+        };
+        let codec = if self.codec.is_some() {
+            2.0 * machine.codec_ms(bytes)
+        } else {
+            0.0
+        };
+        copies + codec
+    }
+
+    /// The reduction's time alone.
+    pub fn reduce_ms(&self, machine: &Machine, bytes: u64) -> f64 {
+        let copy = if self.to_host {
+            machine.copy_ms(Engine::DeviceToHost, self.wire_bytes(bytes))
+        } else {
+            0.0
+        };
+        copy + self.codec.map_or(0.0, |_| machine.codec_ms(bytes))
+    }
+
+    /// The restore's time alone.
+    fn restore_ms(&self, machine: &Machine, bytes: u64) -> f64 {
+        let copy = if self.to_host {
+            machine.copy_ms(Engine::HostToDevice, self.wire_bytes(bytes))
+        } else {
+            0.0
+        };
+        copy + self.codec.map_or(0.0, |_| machine.codec_ms(bytes))
+    }
+}
+
+/// How the prefetch source of a copy back is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetch {
+    /// The method: the latest node after which the restore still finishes before the
+    /// reader starts (simulated times of the input graph).
+    Slack,
+    /// TF-LMS: the latest node at least this many topological levels above the reader.
+    Levels(usize),
+    /// No prefetch edge: the copy back starts as soon as the reduction is done.
+    None,
+}
+
+/// Where the serialization edge of a reduction goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serialize {
+    /// No edge.
+    None,
+    /// The method: the next compute node after the producer and the early readers.
+    NextNode,
+    /// Our variant: the first such node whose simulated start (input graph, with
+    /// [`Prefetch::Slack`]) is after the reduction's expected end, so the edge bounds how
+    /// far the copies lag behind the compute stream without stalling it.
+    AfterCopy,
+}
+
+/// Rewriting options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Options {
+    pub reduction: Reduction,
+    pub serialize_reductions: Serialize,
+    pub serialize_restores: bool,
+    pub prefetch: Prefetch,
+    /// Sets the new nodes' latencies, and simulates the input for [`Prefetch::Slack`].
+    pub machine: Machine,
+}
+
+impl Options {
+    /// The method as stated: both serializations and the slack prefetch.
+    pub fn method(reduction: Reduction, machine: Machine) -> Options {
+        Options {
+            reduction,
+            serialize_reductions: Serialize::NextNode,
+            serialize_restores: true,
+            prefetch: Prefetch::Slack,
+            machine,
+        }
+    }
+}
+
+/// One tensor to reduce, and the reader nodes that read it back from a restore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Swap {
+    pub value: ValueId,
+    pub readers: Vec<NodeId>,
+}
+
+/// The rewritten graph and what was inserted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rewritten {
+    pub graph: Graph,
+    /// Tensors reduced, and their bytes (uncompressed).
+    pub tensors: usize,
+    pub bytes: u64,
+    /// Restores inserted.
+    pub restores: usize,
+    /// Per input node: its id in the new graph.
+    pub node_map: Vec<NodeId>,
+}
+
+/// Why a rewrite was refused or its result is invalid, naming the value or node.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("value '{value}' cannot be swapped: {why}")]
+    BadValue { value: String, why: &'static str },
+    #[error("value '{value}': node '{node}' does not read it after its producer, so it cannot read it from a restore")]
+    BadReader { value: String, node: String },
+    #[error("a reduction must copy to the host, compress, or both")]
+    EmptyReduction,
+    #[error("node '{node}' comes before '{before}' in the graph order but must run after it (cycle or unsorted rewrite)")]
+    Order { node: String, before: String },
+    #[error("host value '{value}' is read by node '{node}', which is not a copy back ({SWAP_IN})")]
+    HostRead { value: String, node: String },
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    #[error(transparent)]
+    Simulate(#[from] SimulateError),
+}
+
+/// A node to insert: its name, op, input, output value and latency.
+struct Insert {
+    name: String,
+    op: &'static str,
+    input: ValueId,
+    output: ValueId,
+    ms: f64,
+}
+
+/// Rewrites `graph` (whose node order must be topological) with `swaps`; see the module
+/// documentation. The result passes [`check`].
+pub fn rewrite(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+) -> Result<Rewritten, RewriteError> {
+    let reduction = options.reduction;
+    if !reduction.to_host && reduction.codec.is_none() {
+        return Err(RewriteError::EmptyReduction);
+    }
+    let n = graph.nodes().len();
+    let machine = &options.machine;
+    let compute: Vec<bool> = graph
+        .nodes()
+        .iter()
+        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
+        .collect();
+    // Validate the requests.
+    let mut seen = HashSet::new();
+    let mut requests = Vec::with_capacity(swaps.len());
+    for swap in swaps {
+        let v = graph.value(swap.value);
+        let bad = |why| RewriteError::BadValue {
+            value: v.name.clone(),
+            why,
+        };
+        if !seen.insert(swap.value) {
+            return Err(bad("it is requested twice"));
+        }
+        if !v.is_activation() || is_host(graph, swap.value) {
+            return Err(bad("it is not a device activation"));
+        }
+        if v.bytes == 0 {
+            return Err(bad("it has no bytes"));
+        }
+        if is_reduced(graph, swap.value) {
+            return Err(bad(
+                "it is already reduced (a rewrite reduces a tensor once)",
+            ));
+        }
+        let producer = v.producer.map(|(p, _)| p.index());
+        let mut readers = swap.readers.clone();
+        readers.sort();
+        readers.dedup();
+        for &r in &readers {
+            let reads = v.consumers.iter().any(|&(c, _)| c == r);
+            if !reads || producer.is_some_and(|p| r.index() <= p) {
+                return Err(RewriteError::BadReader {
+                    value: v.name.clone(),
+                    node: graph.node(r).name.clone(),
+                });
+            }
+        }
+        if readers.is_empty() {
+            continue;
+        }
+        requests.push((swap.value, producer, readers));
+    }
+    let run = match (options.prefetch, options.serialize_reductions) {
+        (Prefetch::Slack, _) | (_, Serialize::AfterCopy) => Some(simulate(graph, machine)?),
+        _ => None,
+    };
+    let levels = match options.prefetch {
+        Prefetch::Levels(_) => levels(graph),
+        _ => Vec::new(),
+    };
+
+    let mut new_graph = Graph::new(graph.name.clone());
+    for value in graph.values() {
+        new_graph.add_value(value.clone())?;
+    }
+    let add = |g: &mut Graph, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
+        let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
+        value.shape = shape;
+        g.add_value(value)
+    };
+    // Inserted nodes by slot: slot s runs after original node s - 1 (slot 0 first).
+    let mut reductions: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
+    let mut restores: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
+    // Rerouted inputs: (reader, value) -> restored value.
+    let mut reroute: HashMap<(NodeId, ValueId), ValueId> = HashMap::new();
+    // Control edges named by node name (resolved once all nodes exist).
+    let mut edges: Vec<(String, String)> = Vec::new();
+    // (reader position, value, name of the restore's first node) for serialization.
+    let mut restore_heads: Vec<(usize, ValueId, String)> = Vec::new();
+    let mut bytes_total = 0u64;
+    let mut restore_count = 0usize;
+    for (value, producer, readers) in &requests {
+        let v = graph.value(*value).clone();
+        bytes_total = bytes_total
+            .checked_add(v.bytes)
+            .ok_or(GraphError::TooLarge)?;
+        let wire = reduction.wire_bytes(v.bytes);
+        let slot = producer.map_or(0, |p| p + 1);
+        // Reduction chain.
+        let mut current = *value;
+        if let Some(codec) = reduction.codec {
+            let out = add(
+                &mut new_graph,
+                format!("{}@{}", v.name, codec.name()),
+                codec.dtype(),
+                wire,
+                None,
+            )?;
+            reductions[slot].push(Insert {
+                name: format!("compress:{}", v.name),
+                op: COMPRESS,
+                input: current,
+                output: out,
+                ms: machine.codec_ms(v.bytes),
+            });
+            current = out;
+        }
+        let mut stored = current;
+        if reduction.to_host {
+            let out = add(
+                &mut new_graph,
+                format!("{}@host", v.name),
+                graph.value(current).dtype,
+                wire,
+                None,
+            )?;
+            reductions[slot].push(Insert {
+                name: format!("swapout:{}", v.name),
+                op: SWAP_OUT,
+                input: current,
+                output: out,
+                ms: machine.copy_ms(Engine::DeviceToHost, wire),
+            });
+            stored = out;
+        }
+        let last_reduction = reductions[slot].last().map(|i| i.name.clone());
+        if options.serialize_reductions != Serialize::None {
+            let first_restored = readers[0].index();
+            let early = v
+                .consumers
+                .iter()
+                .map(|&(c, _)| c.index())
+                .filter(|&c| c < first_restored)
+                .max();
+            let after = early.into_iter().chain(*producer).max();
+            let from = after.map_or(0, |a| a + 1);
+            let target = match (options.serialize_reductions, &run) {
+                (Serialize::AfterCopy, Some(run)) => {
+                    let done = producer.map_or(0.0, |p| run.finish[p])
+                        + reduction.reduce_ms(machine, v.bytes);
+                    (from..n).find(|&t| compute[t] && run.start[t] + 1e-9 >= done)
+                }
+                _ => (from..n).find(|&t| compute[t]),
+            };
+            if let (Some(t), Some(red)) = (target, &last_reduction) {
+                edges.push((red.clone(), graph.nodes()[t].name.clone()));
+            }
+        }
+        // Restores.
+        for &reader in readers {
+            let c = reader.index();
+            let reader_name = &graph.node(reader).name;
+            restore_count += 1;
+            let mut current = stored;
+            let mut head = None;
+            if reduction.to_host {
+                let (dtype, shape) = match reduction.codec {
+                    Some(codec) => (codec.dtype(), None),
+                    None => (v.dtype, v.shape.clone()),
+                };
+                let name = match reduction.codec {
+                    Some(codec) => format!("{}@{}@{reader_name}", v.name, codec.name()),
+                    None => format!("{}@{reader_name}", v.name),
+                };
+                let out = add(&mut new_graph, name, dtype, wire, shape)?;
+                let low = producer.map_or(0, |p| p + 1);
+                let source = match options.prefetch {
+                    Prefetch::Slack => {
+                        let run = run.as_ref().expect("simulated for Prefetch::Slack");
+                        let need = reduction.restore_ms(machine, v.bytes);
+                        (low..c)
+                            .rev()
+                            .find(|&u| compute[u] && run.finish[u] + need <= run.start[c] + 1e-9)
+                            .or_else(|| (low..c).rev().find(|&u| compute[u]))
+                    }
+                    Prefetch::Levels(k) => levels[c]
+                        .checked_sub(k)
+                        .and_then(|top| (low..c).rev().find(|&u| compute[u] && levels[u] <= top)),
+                    Prefetch::None => None,
+                };
+                let name = format!("swapin:{}@{reader_name}", v.name);
+                if let Some(u) = source {
+                    edges.push((graph.nodes()[u].name.clone(), name.clone()));
+                }
+                let at = source.map_or(slot, |u| (u + 1).max(slot));
+                restore_heads.push((c, *value, name.clone()));
+                head = Some(at);
+                restores[at].push(Insert {
+                    name,
+                    op: SWAP_IN,
+                    input: current,
+                    output: out,
+                    ms: machine.copy_ms(Engine::HostToDevice, wire),
+                });
+                current = out;
+            }
+            if reduction.codec.is_some() {
+                let out = add(
+                    &mut new_graph,
+                    format!("{}@{reader_name}", v.name),
+                    v.dtype,
+                    v.bytes,
+                    v.shape.clone(),
+                )?;
+                let name = format!("decompress:{}@{reader_name}", v.name);
+                if head.is_none() {
+                    restore_heads.push((c, *value, name.clone()));
+                }
+                restores[c].push(Insert {
+                    name,
+                    op: DECOMPRESS,
+                    input: current,
+                    output: out,
+                    ms: machine.codec_ms(v.bytes),
+                });
+                current = out;
+            }
+            reroute.insert((reader, *value), current);
+        }
+    }
+    // Serialization of restores: reader of the previous restore -> next restore. The
+    // restore must then be placed after that reader.
+    let mut moves: Vec<(String, usize)> = Vec::new();
+    if options.serialize_restores {
+        restore_heads.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        for pair in restore_heads.windows(2) {
+            let (prev, next) = (&pair[0], &pair[1]);
+            if prev.0 < next.0 {
+                edges.push((graph.nodes()[prev.0].name.clone(), next.2.clone()));
+                moves.push((next.2.clone(), prev.0 + 1));
+            }
+        }
+    }
+    for (name, at_least) in moves {
+        for s in 0..at_least {
+            if let Some(k) = restores[s].iter().position(|i| i.name == name) {
+                let insert = restores[s].remove(k);
+                restores[at_least].push(insert);
+                break;
+            }
+        }
+    }
+
+    // Emit the nodes: slot 0, then each original node followed by its slot.
+    let mut node_map = Vec::with_capacity(n);
+    let emit = |g: &mut Graph,
+                slot: usize,
+                reductions: &mut Vec<Vec<Insert>>,
+                restores: &mut Vec<Vec<Insert>>|
+     -> Result<(), GraphError> {
+        // Copies back before decompressions: a moved copy may share its reader's slot.
+        let mut restored = std::mem::take(&mut restores[slot]);
+        restored.sort_by_key(|insert| insert.op != SWAP_IN);
+        for insert in std::mem::take(&mut reductions[slot])
+            .into_iter()
+            .chain(restored)
+        {
+            let id = g.add_node(
+                insert.name,
+                insert.op,
+                vec![Some(insert.input)],
+                vec![insert.output],
+                BTreeMap::new(),
+            )?;
+            g.set_latency(id, Some(insert.ms));
+        }
+        Ok(())
+    };
+    emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
+    for (i, node) in graph.nodes().iter().enumerate() {
+        let me = NodeId(i as u32);
+        let inputs = node
+            .inputs
+            .iter()
+            .map(|input| input.map(|v| reroute.get(&(me, v)).copied().unwrap_or(v)))
+            .collect();
+        let id = new_graph.add_node(
+            node.name.clone(),
+            node.op_type.clone(),
+            inputs,
+            node.outputs.clone(),
+            node.attributes.clone(),
+        )?;
+        new_graph.set_latency(id, node.latency_ms);
+        new_graph.set_domain(id, node.domain.clone());
+        node_map.push(id);
+        emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
+    }
+    new_graph.set_inputs(graph.inputs().to_vec())?;
+    new_graph.set_outputs(graph.outputs().to_vec())?;
+    for &(from, to) in graph.control_edges() {
+        new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
+    }
+    for (from, to) in edges {
+        let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
+        let (a, b) = (id(&from), id(&to));
+        new_graph.add_control_edge(a, b)?;
+    }
+    check(&new_graph)?;
+    Ok(Rewritten {
+        graph: new_graph,
+        tensors: requests.len(),
+        bytes: bytes_total,
+        restores: restore_count,
+        node_map,
+    })
+}
+
+/// True when `value` already feeds a reduction node ([`COMPRESS`] or [`SWAP_OUT`]).
+pub fn is_reduced(graph: &Graph, value: ValueId) -> bool {
+    graph
+        .value(value)
+        .consumers
+        .iter()
+        .any(|&(c, _)| matches!(graph.node(c).op_type.as_str(), COMPRESS | SWAP_OUT))
+}
+
+/// Topological levels over data and control edges: sources are level 0, every other
+/// node one more than its highest predecessor. The node order must be topological.
+pub fn levels(graph: &Graph) -> Vec<usize> {
+    let n = graph.nodes().len();
+    let mut level = vec![0usize; n];
+    let mut control: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+    for &(from, to) in graph.control_edges() {
+        control[to.index()].push(from);
+    }
+    for (i, node) in graph.nodes().iter().enumerate() {
+        let data = node
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|v| graph.value(*v).producer.map(|(p, _)| p));
+        level[i] = data
+            .chain(control[i].iter().copied())
+            .filter(|p| p.index() < i)
+            .map(|p| level[p.index()] + 1)
+            .max()
+            .unwrap_or(0);
+    }
+    level
+}
+
+/// Checks that `graph` is a valid (rewritten) graph: every data and control
+/// predecessor of a node comes before it in the node order (so the graph is acyclic and
+/// every restore comes after its reduction, and a prefetch source is never downstream of
+/// the reader it serves), and host values are read only by [`SWAP_IN`] nodes.
+pub fn check(graph: &Graph) -> Result<(), RewriteError> {
+    for (i, node) in graph.nodes().iter().enumerate() {
+        for v in node.inputs.iter().flatten() {
+            if let Some((p, _)) = graph.value(*v).producer {
+                if p.index() >= i {
+                    return Err(RewriteError::Order {
+                        node: node.name.clone(),
+                        before: graph.node(p).name.clone(),
+                    });
+                }
+            }
+            if is_host(graph, *v) && node.op_type != SWAP_IN {
+                return Err(RewriteError::HostRead {
+                    value: graph.value(*v).name.clone(),
+                    node: node.name.clone(),
+                });
+            }
+        }
+    }
+    for &(from, to) in graph.control_edges() {
+        if from >= to {
+            return Err(RewriteError::Order {
+                node: graph.node(to).name.clone(),
+                before: graph.node(from).name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
