@@ -373,7 +373,7 @@ pub fn rewrite(
             let out = add(
                 &mut new_graph,
                 format!("{}@host", v.name),
-                graph.value(current).dtype,
+                reduction.codec.map_or(v.dtype, Codec::dtype),
                 wire,
                 None,
             )?;
@@ -635,4 +635,302 @@ pub fn check(graph: &Graph) -> Result<(), RewriteError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::no_swap;
+
+    fn value(g: &mut Graph, name: &str, bytes: u64, kind: ValueKind) -> ValueId {
+        g.add_value(Value::with_bytes(name, DType::Float, bytes, kind))
+            .unwrap()
+    }
+
+    fn node(g: &mut Graph, name: &str, ins: &[ValueId], out: ValueId) -> NodeId {
+        let ins = ins.iter().map(|&v| Some(v)).collect();
+        let id = g
+            .add_node(name, "Op", ins, vec![out], BTreeMap::new())
+            .unwrap();
+        g.set_latency(id, Some(1.0));
+        id
+    }
+
+    /// Copies of 1000 B take 1 ms, no fixed cost; codecs run at 1000 B/ms too.
+    fn machine() -> Machine {
+        Machine {
+            copy_latency_ms: 0.0,
+            codec_bytes_per_ms: 1000.0,
+            ..Machine::link(1000.0)
+        }
+    }
+
+    /// ```text
+    ///  x ─> A ─a─> B ─b─> C1 ─c1─> C2 ─c2─> D ─d   (every node 1 ms)
+    ///        └──────────────────────────────┘ a is read again by D (and E)
+    /// ```
+    /// Bytes: x 10, a 1000, b 800, c1 100, c2 100, d 10 (d, e graph outputs).
+    fn chain(with_e: bool) -> Graph {
+        let mut g = Graph::new("chain");
+        let x = value(&mut g, "x", 10, ValueKind::Input);
+        let a = value(&mut g, "a", 1000, ValueKind::Activation);
+        let b = value(&mut g, "b", 800, ValueKind::Activation);
+        let c1 = value(&mut g, "c1", 100, ValueKind::Activation);
+        let c2 = value(&mut g, "c2", 100, ValueKind::Activation);
+        let d = value(&mut g, "d", 10, ValueKind::Activation);
+        node(&mut g, "A", &[x], a);
+        node(&mut g, "B", &[a], b);
+        node(&mut g, "C1", &[b], c1);
+        node(&mut g, "C2", &[c1], c2);
+        node(&mut g, "D", &[c2, a], d);
+        let mut outputs = vec![d];
+        if with_e {
+            let e = value(&mut g, "e", 10, ValueKind::Activation);
+            node(&mut g, "E", &[d, a], e);
+            outputs.push(e);
+        }
+        g.set_inputs(vec![x]).unwrap();
+        g.set_outputs(outputs).unwrap();
+        g
+    }
+
+    fn names(g: &Graph) -> Vec<&str> {
+        g.nodes().iter().map(|n| n.name.as_str()).collect()
+    }
+
+    /// Control edges by name, sorted.
+    fn edges(g: &Graph) -> Vec<(&str, &str)> {
+        let mut out: Vec<_> = g
+            .control_edges()
+            .iter()
+            .map(|&(a, b)| (g.node(a).name.as_str(), g.node(b).name.as_str()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn swap_a(g: &Graph, readers: &[&str]) -> Swap {
+        Swap {
+            value: g.value_by_name("a").unwrap(),
+            readers: readers.iter().map(|r| g.node_by_name(r).unwrap()).collect(),
+        }
+    }
+
+    /// Swapping a for D. Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4) D [4,5).
+    /// - Serialization: a's early reader is B, so the edge goes to the next compute
+    ///   node, C1.
+    /// - Prefetch: the copy back takes 1 ms and D starts at 4: C2 (ends 4) is too late,
+    ///   C1 (ends 3) is the latest that fits. The copy back is placed after C1.
+    ///
+    /// Simulated: A [0,1), swapout [1,2) beside B [1,2), C1 [2,3) (waits for the
+    /// swapout), swapin [3,4) beside C2 [3,4), D [4,5): step 5 ms, as without swap.
+    /// Device bytes: at B (t = 1) a + b = 1800; a is freed at 2 (swapout and B end), so
+    /// C1 holds b + c1 = 900; the copy back brings a in at 3: c1 + a + c2 = 1200; D
+    /// adds d: c2 + a + d = 1110. Peak 1800 at 1, against 1900 (a + b + c1 at C1)
+    /// without swap.
+    #[test]
+    fn swap_by_hand() {
+        let g = chain(false);
+        let out = rewrite(
+            &g,
+            &[swap_a(&g, &["D"])],
+            &Options::method(Reduction::SWAP, machine()),
+        )
+        .unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            ["A", "swapout:a", "B", "C1", "swapin:a@D", "C2", "D"]
+        );
+        assert_eq!(edges(r), [("C1", "swapin:a@D"), ("swapout:a", "C1")]);
+        let d = r.node(r.node_by_name("D").unwrap());
+        assert_eq!(r.value(d.inputs[1].unwrap()).name, "a@D");
+        assert_eq!(r.value(r.value_by_name("a@D").unwrap()).bytes, 1000);
+        assert!(is_host(r, r.value_by_name("a@host").unwrap()));
+        assert_eq!((out.tensors, out.bytes, out.restores), (1, 1000, 1));
+        let run = simulate(r, &machine()).unwrap();
+        assert_eq!(run.start, [0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 4.0]);
+        assert_eq!(run.step_ms, 5.0);
+        assert_eq!((run.peak_bytes, run.peak_at_ms), (1800, 1.0));
+        assert_eq!(run.host_peak_bytes, 1000);
+        let base = no_swap(&g).unwrap();
+        assert_eq!((base.peak_bytes, base.step_ms), (1900, 5.0));
+    }
+
+    /// One reduction feeding two restores (D and E); the second restore is serialized
+    /// after D, the reader of the first. Its prefetch source would be C2 (E starts at
+    /// 5, C2 ends at 4), but the serialization places it after D.
+    #[test]
+    fn one_reduction_several_restores() {
+        let g = chain(true);
+        let out = rewrite(
+            &g,
+            &[swap_a(&g, &["D", "E"])],
+            &Options::method(Reduction::SWAP, machine()),
+        )
+        .unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            [
+                "A",
+                "swapout:a",
+                "B",
+                "C1",
+                "swapin:a@D",
+                "C2",
+                "D",
+                "swapin:a@E",
+                "E"
+            ]
+        );
+        assert_eq!(
+            edges(r),
+            [
+                ("C1", "swapin:a@D"),
+                ("C2", "swapin:a@E"),
+                ("D", "swapin:a@E"),
+                ("swapout:a", "C1"),
+            ]
+        );
+        assert_eq!((out.tensors, out.restores), (1, 2));
+        check(r).unwrap();
+        crate::timing::analyse(r).unwrap();
+    }
+
+    /// Compression on the device: compress after A, decompress right before D; the
+    /// compressed tensor is half of a. Both: compress, copy out, copy back, decompress.
+    #[test]
+    fn compression_and_both() {
+        let g = chain(false);
+        let fp16 = Reduction {
+            to_host: false,
+            codec: Some(Codec::Fp16),
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &Options::method(fp16, machine())).unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            ["A", "compress:a", "B", "C1", "C2", "decompress:a@D", "D"]
+        );
+        assert_eq!(r.value(r.value_by_name("a@fp16").unwrap()).bytes, 500);
+        assert_eq!(
+            r.node(r.node_by_name("compress:a").unwrap()).latency_ms,
+            Some(1.0)
+        );
+        let both = Reduction {
+            to_host: true,
+            codec: Some(Codec::Int8),
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &Options::method(both, machine())).unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            [
+                "A",
+                "compress:a",
+                "swapout:a",
+                "B",
+                "swapin:a@D",
+                "C1",
+                "C2",
+                "decompress:a@D",
+                "D"
+            ]
+        );
+        // The restore takes 0.25 ms (copy) + 1 ms (decompress): C1 (ends 3) is too late
+        // for D at 4, B (ends 2) is the prefetch source.
+        assert!(edges(r).contains(&("B", "swapin:a@D")));
+        assert_eq!(r.value(r.value_by_name("a@host").unwrap()).bytes, 250);
+        // The copy of 250 B takes 0.25 ms.
+        assert_eq!(
+            r.node(r.node_by_name("swapout:a").unwrap()).latency_ms,
+            Some(0.25)
+        );
+        simulate(r, &machine()).unwrap();
+    }
+
+    #[test]
+    fn levels_prefetch_and_repeated_application() {
+        let g = chain(false);
+        assert_eq!(levels(&g), [0, 1, 2, 3, 4]);
+        let options = Options {
+            serialize_reductions: Serialize::None,
+            serialize_restores: false,
+            prefetch: Prefetch::Levels(2),
+            ..Options::method(Reduction::SWAP, machine())
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &options).unwrap();
+        // D is at level 4: the latest node at level <= 2 is C1.
+        assert_eq!(edges(&out.graph), [("C1", "swapin:a@D")]);
+        // Again on the result: c1, read by C2 only, for nothing; then b for C1.
+        let r = &out.graph;
+        let again = Swap {
+            value: r.value_by_name("b").unwrap(),
+            readers: vec![r.node_by_name("C1").unwrap()],
+        };
+        let twice = rewrite(r, &[again], &options).unwrap();
+        check(&twice.graph).unwrap();
+        assert!(twice.graph.node_by_name("swapin:b@C1").is_some());
+        // a is reduced already.
+        assert!(matches!(
+            rewrite(r, &[swap_a(r, &["B"])], &options),
+            Err(RewriteError::BadValue { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        let g = chain(false);
+        let options = Options::method(Reduction::SWAP, machine());
+        // C1 does not read a.
+        assert!(matches!(
+            rewrite(&g, &[swap_a(&g, &["C1"])], &options),
+            Err(RewriteError::BadReader { .. })
+        ));
+        let twice = [swap_a(&g, &["D"]), swap_a(&g, &["D"])];
+        assert!(matches!(
+            rewrite(&g, &twice, &options),
+            Err(RewriteError::BadValue { .. })
+        ));
+        let none = Options {
+            reduction: Reduction {
+                to_host: false,
+                codec: None,
+            },
+            ..options
+        };
+        assert_eq!(
+            rewrite(&g, &[swap_a(&g, &["D"])], &none),
+            Err(RewriteError::EmptyReduction)
+        );
+    }
+
+    #[test]
+    fn check_finds_order_and_host_errors() {
+        let mut g = chain(false);
+        let (d, a) = (g.node_by_name("D").unwrap(), g.node_by_name("A").unwrap());
+        g.add_control_edge(d, a).unwrap();
+        assert!(matches!(check(&g), Err(RewriteError::Order { .. })));
+        let r = rewrite(
+            &chain(false),
+            &[swap_a(&chain(false), &["D"])],
+            &Options::method(Reduction::SWAP, machine()),
+        )
+        .unwrap()
+        .graph;
+        let mut bad = r.clone();
+        let host = bad.value_by_name("a@host").unwrap();
+        let out = bad
+            .add_value(Value::with_bytes(
+                "z",
+                DType::Float,
+                1,
+                ValueKind::Activation,
+            ))
+            .unwrap();
+        bad.add_node("Z", "Op", vec![Some(host)], vec![out], BTreeMap::new())
+            .unwrap();
+        assert!(matches!(check(&bad), Err(RewriteError::HostRead { .. })));
+    }
 }

@@ -76,7 +76,7 @@ pub enum SimulateError {
         needed: u64,
         limit: u64,
     },
-    #[error("device memory in use does not fit in 64 bits")]
+    #[error("memory in use leaves the range 0 ..= 2^64 - 1 bytes")]
     Overflow,
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
@@ -357,11 +357,12 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
         let bytes = graph.value(e.value).bytes;
         let on_host = host[e.value.index()];
         let counter = if on_host { &mut pinned } else { &mut device };
-        if e.sub == 0 {
-            *counter = counter.checked_add(bytes).ok_or(SimulateError::Overflow)?;
+        *counter = if e.sub == 0 {
+            counter.checked_add(bytes)
         } else {
-            *counter -= bytes;
+            counter.checked_sub(bytes)
         }
+        .ok_or(SimulateError::Overflow)?;
         if on_host {
             if let Some(limit) = machine.pinned_bytes {
                 if pinned > limit {
@@ -506,4 +507,188 @@ pub fn profile_svg(run: &Run, title: &str) -> String {
     );
     out.push_str("</svg>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use memplan_graph::{DType, Value, ValueKind};
+
+    use super::*;
+    use crate::pipedream::{parse, training_step};
+    use crate::testdata::TINY;
+
+    fn value(g: &mut Graph, name: &str, bytes: u64, kind: ValueKind) -> ValueId {
+        g.add_value(Value::with_bytes(name, DType::Float, bytes, kind))
+            .unwrap()
+    }
+
+    fn node(g: &mut Graph, name: &str, op: &str, ins: &[ValueId], out: ValueId, ms: f64) -> NodeId {
+        let ins = ins.iter().map(|&v| Some(v)).collect();
+        let id = g
+            .add_node(name, op, ins, vec![out], BTreeMap::new())
+            .unwrap();
+        g.set_latency(id, Some(ms));
+        id
+    }
+
+    fn machine() -> Machine {
+        Machine::link(1000.0)
+    }
+
+    /// ```text
+    ///  compute   A [0,2)  B [2,6)            C [9,10)
+    ///  D2H            S [2,5)                          (S copies a, A's output)
+    ///  H2D                         R [6,9)             (R waits for S and, by control
+    ///                                                   edge, for B: a prefetch)
+    /// ```
+    /// Device bytes: x 10 from 0 until B ends (6); a 100 from A's start until S ends
+    /// (5); b 20 from 2 until C ends; the restored a2 100 from R's start (6) until C
+    /// ends; c 5 from 9 (a graph output, never freed). Peak 10 + 100 + 20 = 130 at 2.
+    /// Host: 100 from S's start (2) until R ends (9).
+    fn overlap() -> Graph {
+        let mut g = Graph::new("overlap");
+        let x = value(&mut g, "x", 10, ValueKind::Input);
+        let a = value(&mut g, "a", 100, ValueKind::Activation);
+        let h = value(&mut g, "h", 100, ValueKind::Activation);
+        let b = value(&mut g, "b", 20, ValueKind::Activation);
+        let a2 = value(&mut g, "a2", 100, ValueKind::Activation);
+        let c = value(&mut g, "c", 5, ValueKind::Activation);
+        node(&mut g, "A", "Op", &[x], a, 2.0);
+        node(&mut g, "S", SWAP_OUT, &[a], h, 3.0);
+        let nb = node(&mut g, "B", "Op", &[x], b, 4.0);
+        let nr = node(&mut g, "R", SWAP_IN, &[h], a2, 3.0);
+        node(&mut g, "C", "Op", &[a2, b], c, 1.0);
+        g.add_control_edge(nb, nr).unwrap();
+        g.set_inputs(vec![x]).unwrap();
+        g.set_outputs(vec![c]).unwrap();
+        g
+    }
+
+    #[test]
+    fn copies_overlap_compute_by_hand() {
+        let run = simulate(&overlap(), &machine()).unwrap();
+        assert_eq!(run.start, [0.0, 2.0, 2.0, 6.0, 9.0]);
+        assert_eq!(run.finish, [2.0, 5.0, 6.0, 9.0, 10.0]);
+        assert_eq!(run.step_ms, 10.0);
+        assert_eq!((run.peak_bytes, run.peak_at_ms), (130, 2.0));
+        assert_eq!(run.host_peak_bytes, 100);
+        let device: Vec<(f64, u64)> = run
+            .profile
+            .iter()
+            .map(|s| (s.time_ms, s.device_bytes))
+            .collect();
+        assert_eq!(
+            device,
+            [
+                (0.0, 0),
+                (0.0, 10),   // x
+                (0.0, 110),  // A starts: a
+                (2.0, 110),  // S starts: h on the host
+                (2.0, 130),  // B starts: b
+                (5.0, 30),   // S ends: a freed
+                (6.0, 20),   // B ends: x freed
+                (6.0, 120),  // R starts: a2
+                (9.0, 120),  // R ends: h freed on the host
+                (9.0, 125),  // C starts: c
+                (10.0, 105), // C ends: b freed,
+                (10.0, 5),   // and a2
+            ]
+        );
+        let csv = profile_csv(&run);
+        assert!(csv.starts_with("time_ms,device_bytes,host_bytes\n0.000000,0,0\n"));
+        assert!(csv.contains("\n2.000000,130,100\n"));
+        let svg = profile_svg(&run, "over<lap>");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("over&lt;lap&gt;"));
+        assert!(svg.contains("device peak 130 B"));
+    }
+
+    /// Two copies to the host: S1 is first in the graph order, so it runs first on the
+    /// device-to-host engine although S2's input is ready earlier.
+    /// ```text
+    ///  compute  P2 [0,1) P1 [1,3)
+    ///  D2H                       S1 [3,6) S2 [6,7)
+    /// ```
+    #[test]
+    fn copy_engine_is_fifo() {
+        let mut g = Graph::new("fifo");
+        let a2 = value(&mut g, "a2", 50, ValueKind::Activation);
+        let a1 = value(&mut g, "a1", 50, ValueKind::Activation);
+        let h1 = value(&mut g, "h1", 50, ValueKind::Activation);
+        let h2 = value(&mut g, "h2", 50, ValueKind::Activation);
+        node(&mut g, "P2", "Op", &[], a2, 1.0);
+        node(&mut g, "P1", "Op", &[], a1, 2.0);
+        node(&mut g, "S1", SWAP_OUT, &[a1], h1, 3.0);
+        node(&mut g, "S2", SWAP_OUT, &[a2], h2, 1.0);
+        let run = simulate(&g, &machine()).unwrap();
+        assert_eq!(run.start, [0.0, 1.0, 3.0, 6.0]);
+        assert_eq!(run.step_ms, 7.0);
+        // a2 lives from 0 until S2 ends (7), a1 from 1 until 6: peak 100 over [1, 6).
+        assert_eq!((run.peak_bytes, run.peak_at_ms), (100, 1.0));
+        // h1 from 3 until its producer ends (no reader), h2 from 6 to 7.
+        assert_eq!(run.host_peak_bytes, 50);
+    }
+
+    #[test]
+    fn pinned_limit_hit_names_the_copy() {
+        let limited = Machine {
+            pinned_bytes: Some(99),
+            ..machine()
+        };
+        assert_eq!(
+            simulate(&overlap(), &limited),
+            Err(SimulateError::PinnedPoolExceeded {
+                node: "S".into(),
+                needed: 100,
+                limit: 99
+            })
+        );
+        let enough = Machine {
+            pinned_bytes: Some(100),
+            ..machine()
+        };
+        assert_eq!(simulate(&overlap(), &enough).unwrap().host_peak_bytes, 100);
+    }
+
+    #[test]
+    fn unsorted_graph_is_an_error() {
+        let mut g = overlap();
+        let (b, a) = (g.node_by_name("C").unwrap(), g.node_by_name("A").unwrap());
+        g.add_control_edge(b, a).unwrap();
+        assert!(matches!(
+            simulate(&g, &machine()),
+            Err(SimulateError::ControlNotTopological { .. })
+        ));
+    }
+
+    #[test]
+    fn without_copies_it_is_the_no_swap_baseline() {
+        let g = training_step(&parse(TINY, "tiny").unwrap()).unwrap().graph;
+        let run = simulate(&g, &machine()).unwrap();
+        let base = no_swap(&g).unwrap();
+        assert_eq!(
+            (run.step_ms, run.peak_bytes),
+            (base.step_ms, base.peak_bytes)
+        );
+        assert_eq!(run.host_peak_bytes, 0);
+    }
+
+    #[test]
+    fn machine_times() {
+        let m = Machine {
+            d2h_bytes_per_ms: 100.0,
+            h2d_bytes_per_ms: 50.0,
+            copy_latency_ms: 0.5,
+            codec_bytes_per_ms: 1000.0,
+            pinned_bytes: None,
+        };
+        assert_eq!(m.copy_ms(Engine::DeviceToHost, 200), 2.5);
+        assert_eq!(m.copy_ms(Engine::HostToDevice, 200), 4.5);
+        assert_eq!(m.copy_ms(Engine::Compute, 200), 0.0);
+        assert_eq!(m.codec_ms(500), 0.5);
+        assert_eq!(Engine::of(SWAP_OUT), Engine::DeviceToHost);
+        assert_eq!(Engine::of(crate::rewrite::DECOMPRESS), Engine::Compute);
+    }
 }
