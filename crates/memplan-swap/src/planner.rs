@@ -285,7 +285,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                                 continue;
                             }
                             let chosen = format!("thTTS {th_tts:.3} ms, thS {th_size} B, N {n}");
-                            try_swaps(group(&list[..n]), &options, chosen, &mut best)?;
+                            try_swaps(group_candidates(&list[..n]), &options, chosen, &mut best)?;
                         }
                     }
                 }
@@ -425,8 +425,9 @@ fn prefixes(len: usize) -> Vec<usize> {
     out
 }
 
-/// Candidates grouped by tensor, in first-seen order.
-fn group(list: &[Candidate]) -> Vec<Swap> {
+/// Candidates grouped by tensor, in first-seen order: one [`Swap`] per tensor with
+/// the candidates' reading nodes.
+pub fn group_candidates(list: &[Candidate]) -> Vec<Swap> {
     group_pairs(&list.iter().map(|c| (c.value, c.node)).collect::<Vec<_>>())
 }
 
