@@ -104,7 +104,10 @@ fn valid(graph: &Graph, machine: &Machine) -> Result<(), TestCaseError> {
             prop_assert!(is_host(graph, host));
             let (reduction, _) = graph.value(host).producer.unwrap();
             prop_assert_eq!(&graph.node(reduction).op_type, SWAP_OUT);
-            prop_assert!(reduction < position(&node.name), "restore after its reduction");
+            prop_assert!(
+                reduction < position(&node.name),
+                "restore after its reduction"
+            );
         }
     }
     let run = simulate(graph, machine).map_err(|e| TestCaseError::fail(e.to_string()))?;
