@@ -56,9 +56,10 @@ pub struct Improvements {
     pub link_filter: bool,
     pub rank_at_peak: bool,
     pub iterate: bool,
-    /// Timed serialization: a reduction's edge goes to the first node expected to start
-    /// after the copy ends ([`Serialize::AfterCopy`]), and restores are not serialized
-    /// (the FIFO copy engine keeps them in order, the slack prefetch times them).
+    /// Timed serialization and queue-aware prefetch: a reduction's edge goes to the
+    /// first node expected to start after the copy ends ([`Serialize::AfterCopy`]),
+    /// restores are not serialized (the FIFO copy engine keeps them in order) and the
+    /// prefetch source counts the copy queues ([`Prefetch::Queued`]).
     pub timed_serialization: bool,
 }
 
@@ -375,6 +376,7 @@ fn method_options(setup: &Setup, imp: Improvements) -> Options {
     let mut options = Options::method(setup.reduction, setup.machine);
     if imp.timed_serialization {
         options.serialize_reductions = Serialize::AfterCopy;
+        options.prefetch = Prefetch::Queued;
         options.serialize_restores = false;
     }
     options

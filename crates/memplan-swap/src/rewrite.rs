@@ -163,6 +163,11 @@ pub enum Prefetch {
     /// The method: the latest node after which the restore still finishes before the
     /// reader starts (simulated times of the input graph).
     Slack,
+    /// Our variant of `Slack`: it also counts the copy engines' queues as simulated on
+    /// the input graph: the copy back waits for the copies back already placed before
+    /// it and for its own reduction (after the copies out queued before it), and must
+    /// end before the next copy back already in the graph starts, so that it delays none.
+    Queued,
     /// TF-LMS: the latest node at least this many topological levels above the reader.
     Levels(usize),
     /// No prefetch edge: the copy back starts as soon as the reduction is done.
@@ -245,6 +250,50 @@ pub enum RewriteError {
     Simulate(#[from] SimulateError),
 }
 
+/// The copy engines of a simulated graph, by node position.
+#[derive(Default)]
+struct Queues {
+    /// The last finish of a copy back (resp. out) at this position or before.
+    h2d_busy_upto: Vec<f64>,
+    d2h_busy_upto: Vec<f64>,
+    /// The first start of a copy back after this position (infinity when none).
+    h2d_next_after: Vec<f64>,
+}
+
+impl Queues {
+    fn new(graph: &Graph, run: &crate::simulate::Run) -> Queues {
+        let n = graph.nodes().len();
+        let engine: Vec<Engine> = graph
+            .nodes()
+            .iter()
+            .map(|x| Engine::of(&x.op_type))
+            .collect();
+        let (mut h2d, mut d2h) = (0.0f64, 0.0f64);
+        let mut out = Queues {
+            h2d_busy_upto: vec![0.0; n],
+            d2h_busy_upto: vec![0.0; n],
+            h2d_next_after: vec![f64::INFINITY; n],
+        };
+        for i in 0..n {
+            match engine[i] {
+                Engine::HostToDevice => h2d = h2d.max(run.finish[i]),
+                Engine::DeviceToHost => d2h = d2h.max(run.finish[i]),
+                Engine::Compute => {}
+            }
+            out.h2d_busy_upto[i] = h2d;
+            out.d2h_busy_upto[i] = d2h;
+        }
+        let mut next = f64::INFINITY;
+        for i in (0..n).rev() {
+            out.h2d_next_after[i] = next;
+            if engine[i] == Engine::HostToDevice {
+                next = next.min(run.start[i]);
+            }
+        }
+        out
+    }
+}
+
 /// A node to insert: its name, op, input, output value and latency.
 struct Insert {
     name: String,
@@ -314,9 +363,15 @@ pub fn rewrite(
         requests.push((swap.value, producer, readers));
     }
     let run = match (options.prefetch, options.serialize_reductions) {
-        (Prefetch::Slack, _) | (_, Serialize::AfterCopy) => Some(simulate(graph, machine)?),
+        (Prefetch::Slack | Prefetch::Queued, _) | (_, Serialize::AfterCopy) => {
+            Some(simulate(graph, machine)?)
+        }
         _ => None,
     };
+    let queues = run
+        .as_ref()
+        .map(|r| Queues::new(graph, r))
+        .unwrap_or_default();
     let levels = match options.prefetch {
         Prefetch::Levels(_) => levels(graph),
         _ => Vec::new(),
@@ -399,8 +454,9 @@ pub fn rewrite(
             let from = after.map_or(0, |a| a + 1);
             let target = match (options.serialize_reductions, &run) {
                 (Serialize::AfterCopy, Some(run)) => {
-                    let done = producer.map_or(0.0, |p| run.finish[p])
-                        + reduction.reduce_ms(machine, v.bytes);
+                    let ready = producer.map_or(0.0, |p| run.finish[p]);
+                    let queue = producer.map_or(0.0, |p| queues.d2h_busy_upto[p]);
+                    let done = ready.max(queue) + reduction.reduce_ms(machine, v.bytes);
                     (from..n).find(|&t| compute[t] && run.start[t] + 1e-9 >= done)
                 }
                 _ => (from..n).find(|&t| compute[t]),
@@ -434,6 +490,24 @@ pub fn rewrite(
                         (low..c)
                             .rev()
                             .find(|&u| compute[u] && run.finish[u] + need <= run.start[c] + 1e-9)
+                            .or_else(|| (low..c).rev().find(|&u| compute[u]))
+                    }
+                    Prefetch::Queued => {
+                        let run = run.as_ref().expect("simulated for Prefetch::Queued");
+                        let need = reduction.restore_ms(machine, v.bytes);
+                        let ready = producer.map_or(0.0, |p| {
+                            run.finish[p].max(queues.d2h_busy_upto[p])
+                                + reduction.reduce_ms(machine, v.bytes)
+                        });
+                        (low..c)
+                            .rev()
+                            .find(|&u| {
+                                let end =
+                                    run.finish[u].max(queues.h2d_busy_upto[u]).max(ready) + need;
+                                compute[u]
+                                    && end <= run.start[c] + 1e-9
+                                    && end <= queues.h2d_next_after[u] + 1e-9
+                            })
                             .or_else(|| (low..c).rev().find(|&u| compute[u]))
                     }
                     Prefetch::Levels(k) => levels[c]

@@ -78,6 +78,7 @@ fn reduction() -> impl Strategy<Value = Reduction> {
 fn prefetch() -> impl Strategy<Value = Prefetch> {
     prop_oneof![
         Just(Prefetch::Slack),
+        Just(Prefetch::Queued),
         (1usize..6).prop_map(Prefetch::Levels),
         Just(Prefetch::None)
     ]
