@@ -274,8 +274,8 @@ impl Queues {
             d2h_busy_upto: vec![0.0; n],
             h2d_next_after: vec![f64::INFINITY; n],
         };
-        for i in 0..n {
-            match engine[i] {
+        for (i, e) in engine.iter().enumerate() {
+            match e {
                 Engine::HostToDevice => h2d = h2d.max(run.finish[i]),
                 Engine::DeviceToHost => d2h = d2h.max(run.finish[i]),
                 Engine::Compute => {}
