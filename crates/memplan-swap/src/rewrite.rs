@@ -167,6 +167,8 @@ pub enum Prefetch {
     /// the input graph: the copy back waits for the copies back already placed before
     /// it and for its own reduction (after the copies out queued before it), and must
     /// end before the next copy back already in the graph starts, so that it delays none.
+    /// When no source lets it end before its reader, the latest source with the
+    /// earliest expected end.
     Queued,
     /// TF-LMS: the latest node at least this many topological levels above the reader.
     Levels(usize),
@@ -499,16 +501,18 @@ pub fn rewrite(
                             run.finish[p].max(queues.d2h_busy_upto[p])
                                 + reduction.reduce_ms(machine, v.bytes)
                         });
-                        (low..c)
-                            .rev()
-                            .find(|&u| {
-                                let end =
-                                    run.finish[u].max(queues.h2d_busy_upto[u]).max(ready) + need;
-                                compute[u]
-                                    && end <= run.start[c] + 1e-9
-                                    && end <= queues.h2d_next_after[u] + 1e-9
-                            })
-                            .or_else(|| (low..c).rev().find(|&u| compute[u]))
+                        let end =
+                            |u: usize| run.finish[u].max(queues.h2d_busy_upto[u]).max(ready) + need;
+                        let fits = |u: usize| {
+                            end(u) <= run.start[c] + 1e-9
+                                && end(u) <= queues.h2d_next_after[u] + 1e-9
+                        };
+                        let sources = (low..c).rev().filter(|&u| compute[u]);
+                        sources.clone().find(|&u| fits(u)).or_else(|| {
+                            // Too late anyway: the latest source with the earliest end.
+                            let best = sources.clone().map(end).fold(f64::INFINITY, f64::min);
+                            sources.clone().find(|&u| end(u) <= best + 1e-9)
+                        })
                     }
                     Prefetch::Levels(k) => levels[c]
                         .checked_sub(k)
@@ -922,6 +926,47 @@ mod tests {
             Some(0.25)
         );
         simulate(r, &machine()).unwrap();
+    }
+
+    /// Copies of a take 2 ms (500 B/ms). Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4)
+    /// D [4,5). The copy out of a ends at 1 + 2 = 3.
+    /// - Timed serialization: the first compute node after B starting at 3 or later is
+    ///   C2 (the method's edge would go to C1).
+    /// - Slack prefetch: B ends at 2, 2 + 2 <= 4, so B; but the copy back cannot start
+    ///   before the copy out ends (3). Queued prefetch: ends would be B 5, C1 5, C2 6;
+    ///   none is in time for D (4), so the latest with the earliest end: C1.
+    #[test]
+    fn timed_serialization_and_queued_prefetch() {
+        let g = chain(false);
+        let slow = Machine {
+            copy_latency_ms: 0.0,
+            ..Machine::link(500.0)
+        };
+        let options = Options {
+            serialize_reductions: Serialize::AfterCopy,
+            serialize_restores: false,
+            prefetch: Prefetch::Queued,
+            ..Options::method(Reduction::SWAP, slow)
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &options).unwrap();
+        assert_eq!(
+            edges(&out.graph),
+            [("C1", "swapin:a@D"), ("swapout:a", "C2")]
+        );
+        let method = rewrite(
+            &g,
+            &[swap_a(&g, &["D"])],
+            &Options::method(Reduction::SWAP, slow),
+        )
+        .unwrap();
+        assert_eq!(
+            edges(&method.graph),
+            [("B", "swapin:a@D"), ("swapout:a", "C1")]
+        );
+        // Simulated: swapout [1,3); C2 waits for it: C1 [2,3), C2 [3,4); swapin after C1
+        // and the swapout: [3,5); D [5,6).
+        let run = simulate(&out.graph, &slow).unwrap();
+        assert_eq!(run.step_ms, 6.0);
     }
 
     #[test]
