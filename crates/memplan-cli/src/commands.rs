@@ -90,6 +90,8 @@ pub struct PlanExtras<'a> {
     pub max_iters: Option<u32>,
     /// search's `--time-limit`, `--seed`, `--threads`, `--search-rules`.
     pub search: &'a SearchArgs,
+    /// npu's `--platform` and `--match`.
+    pub npu: &'a crate::npu::NpuArgs,
 }
 
 /// strip with the options given, or `None` for another planner (which takes none).
@@ -162,7 +164,7 @@ pub fn plan(
     settings: &GraphSettings,
     extras: &PlanExtras<'_>,
 ) -> Result<ExitCode> {
-    let planner = planner::by_name(planner_name)?;
+    let planner = exclusive_variant(planner::by_name(planner_name)?, settings)?;
     let strip = strip_options(planner, extras)?;
     let loaded = input::read_input(file, settings)?;
     let mut problem = loaded.problem.clone();
@@ -174,16 +176,48 @@ pub fn plan(
             )
         })?;
     }
+    // npu plans the analysis with the platform's in-place operators and alignment.
+    let is_npu = planner.name() == planner::Npu::default().name();
+    if !is_npu && extras.npu.is_set() {
+        bail!(
+            "--platform and --match apply to --planner npu only, not to '{}'",
+            planner.name()
+        );
+    }
+    let npu = if is_npu {
+        let prepared = crate::npu::prepare(file, &loaded, settings, extras.npu, alignment)?;
+        problem = prepared.problem.clone();
+        Some(prepared)
+    } else {
+        None
+    };
     // The bound is that of the lifetime problem: an exclusive plan is valid for it too.
     let lower_bound = max_live(&problem, file)?;
-    if planner.name() == planner::Exclusive.name() {
+    if planner.name() == planner::Exclusive::DEFAULT.name() {
         problem = input::exclusive_problem(file, &loaded, settings)?;
         if alignment > 1 {
             problem = problem.with_alignment(alignment)?;
         }
     }
     let message = format!("{}: {} buffers", planner.name(), problem.len());
-    let outcome = if planner.name() == Search::DEFAULT.name() {
+    let mut npu_assignment = None;
+    let outcome = if let Some(prepared) = &npu {
+        let started = Instant::now();
+        let assignment = prepared.assign();
+        let elapsed = started.elapsed();
+        assignment.map_err(anyhow::Error::from).map(|a| {
+            let plan = a.plan.clone();
+            npu_assignment = Some(a);
+            Outcome {
+                plan,
+                elapsed,
+                chosen: None,
+                attempts: Vec::new(),
+                strip: None,
+                search: None,
+            }
+        })
+    } else if planner.name() == Search::DEFAULT.name() {
         run_search(extras.search, &problem)
     } else {
         progress::with_spinner(message, || run(planner, strip, &problem))
@@ -212,7 +246,7 @@ pub fn plan(
         );
     }
     // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
-    if planner.name() == planner::Exclusive.name() {
+    if planner.name() == planner::Exclusive::DEFAULT.name() {
         let mut lifetimes = loaded.problem.clone();
         if alignment > 1 {
             lifetimes = lifetimes.with_alignment(alignment)?;
@@ -261,6 +295,15 @@ pub fn plan(
                 extra.insert("reused_bytes".into(), json!(stats.reused_bytes));
                 extra.insert("new_pool_bytes".into(), json!(stats.new_pool_bytes));
                 extra.insert("exclusive_pairs".into(), json!(problem.conflicts().len()));
+                // What `memplan check` needs to rebuild this exclusive problem.
+                extra.insert(
+                    "exclusive_rules".into(),
+                    json!(settings.exclusive_rules.to_string()),
+                );
+                extra.insert("fragmented".into(), json!(settings.fragmented));
+            }
+            if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
+                crate::npu::json_extras(prepared, assignment, &mut extra);
             }
             if let Some(search) = &outcome.search {
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
@@ -280,6 +323,9 @@ pub fn plan(
             };
             json::write_plan_json(&problem, &outcome.plan, &summary)
         }
+        Format::Csv if outcome.plan.is_fragmented() => bail!(
+            "a solution CSV has one offset per buffer and cannot carry the extents of a fragmented plan; use --format json"
+        ),
         Format::Csv => csv::write_solution(&problem, &outcome.plan),
         Format::Table => {
             let mut graph = loaded
@@ -288,18 +334,17 @@ pub fn plan(
                 .map(|(g, a)| graph_rows(g, a, settings))
                 .unwrap_or_default();
             if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
-                let rules = settings.exclusive_rules;
-                let on: Vec<&str> = [
-                    (rules.edges, "edges"),
-                    (rules.branches, "branches"),
-                    (rules.outputs, "outputs"),
-                ]
-                .iter()
-                .filter(|r| r.0)
-                .map(|r| r.1)
-                .chain(["live"])
-                .collect();
-                graph.push(("exclusive rules", on.join(",")));
+                graph.push(("exclusive rules", rules_with_live(settings.exclusive_rules)));
+                if settings.fragmented {
+                    let spread = problem
+                        .ids()
+                        .filter(|&id| outcome.plan.extents_of(id, problem.buffer(id).size).len() > 1)
+                        .count();
+                    graph.push((
+                        "fragmented",
+                        format!("yes, {spread} blocks in several pieces"),
+                    ));
+                }
                 graph.push(("exclusive pairs", problem.conflicts().len().to_string()));
                 graph.push((
                     "pool",
@@ -310,6 +355,9 @@ pub fn plan(
                         bytes(stats.new_pool_bytes)
                     ),
                 ));
+            }
+            if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
+                graph.extend(crate::npu::table_rows(prepared, assignment));
             }
             plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
         }
@@ -338,13 +386,40 @@ pub fn plan(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `planner`, or `exclusive --fragmented` for `exclusive` under `--fragmented`, which
+/// applies to no other planner.
+fn exclusive_variant(
+    planner: &'static dyn Planner,
+    settings: &GraphSettings,
+) -> Result<&'static dyn Planner> {
+    if !settings.fragmented {
+        return Ok(planner);
+    }
+    if planner.name() != planner::Exclusive::DEFAULT.name() {
+        bail!(
+            "--fragmented applies to --planner exclusive only, not to '{}'",
+            planner.name()
+        );
+    }
+    Ok(&planner::Exclusive::FRAGMENTED)
+}
+
+/// The rules as `--exclusive-rules` spells them, followed by rule 4 (`live`, always on).
+fn rules_with_live(rules: memplan_graph::Rules) -> String {
+    if rules == memplan_graph::Rules::NONE {
+        "live".into()
+    } else {
+        format!("{rules},live")
+    }
+}
+
 /// The method's statistics when `planner` is `exclusive`.
 fn exclusive_stats(
     planner: &dyn Planner,
     problem: &Problem,
     plan: &Plan,
 ) -> Option<planner::ExclusiveStats> {
-    (planner.name() == planner::Exclusive.name())
+    (planner.name() == planner::Exclusive::DEFAULT.name())
         .then(|| planner::exclusive_stats(problem, plan))
         .flatten()
 }
@@ -446,7 +521,7 @@ fn plan_table(
                     b.name.clone(),
                     b.size.to_string(),
                     b.lifetime.to_string(),
-                    outcome.plan.offset(id).to_string(),
+                    placement(&outcome.plan, id, b.size),
                 ]
             })
             .collect();
@@ -458,6 +533,19 @@ fn plan_table(
         ));
     }
     out
+}
+
+/// A buffer's offset, followed by its extents when it has several.
+fn placement(plan: &Plan, id: memplan::BufferId, size: u64) -> String {
+    let extents = plan.extents_of(id, size);
+    if extents.len() <= 1 {
+        return plan.offset(id).to_string();
+    }
+    let ranges: Vec<String> = extents
+        .iter()
+        .map(|e| format!("[{}, {})", e.offset, e.offset.saturating_add(e.len)))
+        .collect();
+    format!("{} ({})", plan.offset(id), ranges.join(" + "))
 }
 
 /// Key-value rows describing how a graph became the problem, for the table outputs.
@@ -500,31 +588,67 @@ fn graph_rows(
 }
 
 /// `memplan check`.
+///
+/// The plan of an exclusive planner (a plan JSON that says `"planner": "exclusive"`) is
+/// checked against the exclusive problem rebuilt from the model with the plan's recorded
+/// `exclusive_rules`, then against the tensors' lifetimes; a shared exclusive pair is
+/// reported with its operators and the rule that makes them exclusive.
 pub fn check(
     problem_path: &Path,
     plan_path: &Path,
     format: ReportFormat,
     settings: &GraphSettings,
 ) -> Result<ExitCode> {
-    let problem = input::read_input(problem_path, settings)?.problem;
-    let plan = input::read_plan(plan_path, &problem)?;
-    let lower_bound = max_live(&problem, problem_path)?;
+    let loaded = input::read_input(problem_path, settings)?;
+    let exclusive_rules = input::exclusive_plan_rules(plan_path)?;
+    let exclusive_problem = match exclusive_rules {
+        Some(rules) => {
+            let settings = GraphSettings {
+                exclusive_rules: rules,
+                ..settings.clone()
+            };
+            Some(input::exclusive_problem(problem_path, &loaded, &settings)?)
+        }
+        None => None,
+    };
+    let problem = exclusive_problem.as_ref().unwrap_or(&loaded.problem);
+    let plan = input::read_plan(plan_path, problem)?;
+    let lower_bound = max_live(&loaded.problem, problem_path)?;
     let report = progress::with_spinner(format!("checking {} buffers", problem.len()), || {
-        checker::check(&problem, &plan)
+        checker::check(problem, &plan)
     });
+    let mut violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+    if let (Some(rules), Some((graph, analysis))) = (exclusive_rules, &loaded.graph) {
+        let notes = exclusive_notes(graph, analysis, rules, &report.violations);
+        for (line, note) in violations.iter_mut().zip(notes) {
+            line.push_str(&note);
+        }
+        // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too.
+        let lifetimes = checker::check(&loaded.problem, &plan);
+        violations.extend(
+            lifetimes
+                .violations
+                .iter()
+                .map(|v| format!("tensor lifetimes: {v}")),
+        );
+    }
+    let valid = violations.is_empty();
     let text = match format {
         ReportFormat::Json => {
-            let value = json!({
-                "valid": report.is_valid(),
+            let mut value = json!({
+                "valid": valid,
                 "buffers": problem.len(),
                 "arena_bytes": report.arena_bytes,
                 "lower_bound_bytes": lower_bound,
-                "violations": report.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
+                "violations": violations,
             });
+            if let Some(rules) = exclusive_rules {
+                value["exclusive_rules"] = json!(rules.to_string());
+            }
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
         ReportFormat::Table => {
-            let verdict = if report.is_valid() {
+            let verdict = if valid {
                 format!(
                     "valid: '{}' is a plan for '{}'",
                     plan_path.display(),
@@ -534,33 +658,83 @@ pub fn check(
                 format!(
                     "INVALID: '{}' breaks {} rule(s) of '{}'",
                     plan_path.display(),
-                    report.violations.len(),
+                    violations.len(),
                     problem_path.display()
                 )
             };
             let arena = report.arena_bytes;
             let mut out = format!("{verdict}\n");
-            out.push_str(&key_values(&[
-                ("buffers", problem.len().to_string()),
+            let mut rows = vec![("buffers", problem.len().to_string())];
+            if let Some(rules) = exclusive_rules {
+                rows.push((
+                    "checked as",
+                    format!(
+                        "exclusive plan (rules {}, from the plan), then tensor lifetimes",
+                        rules_with_live(rules)
+                    ),
+                ));
+            }
+            rows.extend([
                 ("arena", arena.map_or("-".into(), bytes)),
                 ("lower bound", bytes(lower_bound)),
                 (
                     "arena/bound",
                     arena.map_or("-".into(), |a| ratio(a, lower_bound)),
                 ),
-            ]));
-            for violation in &report.violations {
+            ]);
+            out.push_str(&key_values(&rows));
+            for violation in &violations {
                 out.push_str(&format!("  - {violation}\n"));
             }
             out
         }
     };
     emit(&text, None)?;
-    Ok(if report.is_valid() {
+    Ok(if valid {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// For each violation of an exclusive plan, the text to append to its message: for two
+/// blocks that share bytes, their operators and the rule that makes them exclusive.
+fn exclusive_notes(
+    graph: &Graph,
+    analysis: &Analysis,
+    rules: memplan_graph::Rules,
+    violations: &[checker::Violation],
+) -> Vec<String> {
+    let pairs = memplan_graph::exclusivity(graph, analysis, rules).pairs;
+    let operators = memplan_graph::block_operators(graph, analysis);
+    let names = |block: memplan::BufferId| {
+        let ops = &operators[block.index()];
+        if ops.is_empty() {
+            "(a graph input)".to_string()
+        } else {
+            let quoted: Vec<String> = ops
+                .iter()
+                .map(|&n| format!("'{}'", graph.node(n).name))
+                .collect();
+            quoted.join(", ")
+        }
+    };
+    violations
+        .iter()
+        .map(|v| match v {
+            checker::Violation::ConflictShared { a, b, .. } => {
+                let rule = pairs
+                    .binary_search_by(|&(x, y, _)| (x, y).cmp(&(*a, *b)))
+                    .map_or("?", |i| pairs[i].2.name());
+                format!(
+                    "; operators {} and {} are exclusive (rule {rule})",
+                    names(*a),
+                    names(*b)
+                )
+            }
+            _ => String::new(),
+        })
+        .collect()
 }
 
 /// `memplan bound`.
@@ -654,8 +828,9 @@ pub fn bench(
     format: crate::BenchFormat,
     repeat: u32,
     settings: &GraphSettings,
+    npu_args: &crate::npu::NpuArgs,
 ) -> Result<ExitCode> {
-    let planners: Vec<&'static dyn Planner> = if names.is_empty() {
+    let mut planners: Vec<&'static dyn Planner> = if names.is_empty() {
         planner::all().to_vec()
     } else {
         names
@@ -663,13 +838,30 @@ pub fn bench(
             .map(|n| planner::by_name(n))
             .collect::<std::result::Result<_, _>>()?
     };
+    if settings.fragmented {
+        let exclusive = planner::Exclusive::DEFAULT.name();
+        if !planners.iter().any(|p| p.name() == exclusive) {
+            bail!("--fragmented applies to the exclusive planner, which this bench does not run");
+        }
+        for p in planners.iter_mut().filter(|p| p.name() == exclusive) {
+            *p = &planner::Exclusive::FRAGMENTED;
+        }
+    }
     let mut rows = Vec::new();
     for file in files {
         let loaded = input::read_input(file, settings)?;
         let lower_bound = max_live(&loaded.problem, file)?;
         for &planner in &planners {
+            // `npu` plans its own problem with the method's groups.
+            let npu = if planner.name() == planner::Npu::default().name() {
+                Some(crate::npu::prepare(file, &loaded, settings, npu_args, 1)?)
+            } else {
+                None
+            };
             // `exclusive` plans the graph's exclusivity problem (an error row without one).
-            let problem = if planner.name() == planner::Exclusive.name() {
+            let problem = if let Some(prepared) = &npu {
+                std::borrow::Cow::Borrowed(&prepared.problem)
+            } else if planner.name() == planner::Exclusive::DEFAULT.name() {
                 match input::exclusive_problem(file, &loaded, settings) {
                     Ok(p) => std::borrow::Cow::Owned(p),
                     Err(e) => {
@@ -694,7 +886,10 @@ pub fn bench(
                 let mut result = None;
                 for _ in 0..repeat {
                     let started = Instant::now();
-                    let r = planner.plan(problem);
+                    let r = match &npu {
+                        Some(prepared) => prepared.assign().map(|a| a.plan),
+                        None => planner.plan(problem),
+                    };
                     fastest = fastest.min(started.elapsed());
                     result = Some(r);
                 }

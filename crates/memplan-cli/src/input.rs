@@ -12,6 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use memplan::io::{csv, json};
+use memplan::planner::Planner;
 use memplan::{Plan, Problem};
 use memplan_graph::{Analysis, Graph, Options, Order, Rules};
 use memplan_onnx::ImportOptions;
@@ -25,6 +26,8 @@ pub struct GraphSettings {
     pub options: Options,
     /// `--exclusive-rules`: the switchable exclusivity rules of `--planner exclusive`.
     pub exclusive_rules: Rules,
+    /// `--fragmented`: `--planner exclusive` may spread a block over several pieces.
+    pub fragmented: bool,
 }
 
 /// What an input file gave: always a problem, and the graph with its analysis when the
@@ -129,6 +132,29 @@ pub fn exclusive_problem(
     };
     memplan_graph::exclusive_problem(graph, analysis, settings.exclusive_rules)
         .with_context(|| format!("'{}'", path.display()))
+}
+
+/// The exclusivity rules an exclusive plan file was made with, or `None` for the plan of
+/// a lifetime problem. A plan JSON whose `planner` is `exclusive` records its rules in
+/// `exclusive_rules`; `memplan check` rebuilds the same exclusive problem from them.
+pub fn exclusive_plan_rules(path: &Path) -> Result<Option<Rules>> {
+    let text = read_text(path)?;
+    if !text.trim_start().starts_with('{') {
+        return Ok(None);
+    }
+    let summary = json::read_plan_summary(&text, &path.display().to_string())?;
+    if summary.planner != memplan::planner::Exclusive::DEFAULT.name() {
+        return Ok(None);
+    }
+    match summary.extra.get("exclusive_rules") {
+        Some(serde_json::Value::String(rules)) => Rules::parse(rules)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("'{}': \"exclusive_rules\": {e}", path.display())),
+        _ => anyhow::bail!(
+            "'{}' is an exclusive plan but does not record its \"exclusive_rules\" (a string such as \"edges,branches,outputs\"); add it, or plan again with `memplan plan --planner exclusive -f json`",
+            path.display()
+        ),
+    }
 }
 
 /// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.

@@ -61,7 +61,7 @@ fn rows(graph: &Graph, analysis: &Analysis) -> Vec<Row> {
 }
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
-fn csv_field(text: &str) -> String {
+pub(crate) fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

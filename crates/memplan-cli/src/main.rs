@@ -12,6 +12,7 @@ use memplan_graph::{Options, Order};
 mod commands;
 mod input;
 mod inspect;
+mod npu;
 mod pool;
 mod progress;
 mod swap;
@@ -59,6 +60,8 @@ enum Command {
         max_iters: Option<u32>,
         #[command(flatten)]
         search: SearchArgs,
+        #[command(flatten)]
+        npu: npu::NpuArgs,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -96,6 +99,13 @@ enum Command {
         /// instead of the tensors: one row per block, or one per pair in CSV and JSON.
         #[arg(long)]
         exclusive: bool,
+        /// Print every operator's configuration (methods.md §2) instead of the tensors:
+        /// its group on the `--platform`, the tensors present while it runs with their
+        /// usage periods, and its width (their bytes).
+        #[arg(long, conflicts_with = "exclusive")]
+        operators: bool,
+        #[command(flatten)]
+        platform: npu::PlatformArg,
         #[command(flatten)]
         graph: GraphArgs,
     },
@@ -118,13 +128,16 @@ enum Command {
         repeat: u32,
         #[command(flatten)]
         graph: GraphArgs,
+        #[command(flatten)]
+        npu: npu::NpuArgs,
     },
     /// Method 3, the profile-guided tensor pool: train a plan from an allocation trace,
     /// replay traces through allocators, compare them.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
-    /// Method 4, swap and compression by graph rewriting, on a PipeDream training profile
-    /// (`graph.txt`): the no-swap baseline (`--planner none`), or planners that insert
+    /// Method 4, swap and compression by graph rewriting, on one training step built from
+    /// a PipeDream profile (`graph.txt`) or an ONNX model (`.onnx`, roofline latencies):
+    /// the no-swap baseline (`--planner none`), or planners that insert
     /// reductions and restores until the simulated peak fits `--budget`, or for the
     /// lowest peak within `--max-overhead`; prints peak and step time before and after.
     Swap(SwapCli),
@@ -133,7 +146,8 @@ enum Command {
 /// The options of `memplan swap` (see `doc/swap.md`).
 #[derive(Args, Clone, Debug)]
 struct SwapCli {
-    /// A PipeDream profile (`graph.txt`), built into one training step.
+    /// A PipeDream profile (`graph.txt`) or an ONNX forward graph (`.onnx`), built into
+    /// one training step.
     graph: PathBuf,
     /// Which planner: none (baseline), method, lms, everything, or all three.
     #[arg(long, value_enum, default_value_t = swap::SwapPlanner::None)]
@@ -199,11 +213,16 @@ struct SwapCli {
     /// Also write the simulated memory profile as SVG to PATH.
     #[arg(long, value_name = "PATH")]
     profile_svg: Option<PathBuf>,
+    // ONNX models: the import and the roofline device.
+    #[command(flatten)]
+    import: ImportArgs,
+    #[command(flatten)]
+    device: swap::DeviceArgs,
 }
 
-/// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
+/// How an ONNX model is imported: overrides of its input shapes and symbolic dims.
 #[derive(Args, Clone, Debug)]
-struct GraphArgs {
+struct ImportArgs {
     /// ONNX: the shape of an input whose dims are symbolic or unknown, e.g.
     /// `--input-shape input=1x3x224x224` (repeatable).
     #[arg(long, value_name = "NAME=DIMS", value_parser = memplan_onnx::parse_input_shape)]
@@ -211,6 +230,22 @@ struct GraphArgs {
     /// ONNX: the value of a named (symbolic) dim, e.g. `--dim batch=8` (repeatable).
     #[arg(long, value_name = "NAME=VALUE", value_parser = memplan_onnx::parse_dim)]
     dim: Vec<(String, u64)>,
+}
+
+impl ImportArgs {
+    fn options(self) -> memplan_onnx::ImportOptions {
+        memplan_onnx::ImportOptions {
+            input_shapes: self.input_shape.into_iter().collect(),
+            dims: self.dim.into_iter().collect(),
+        }
+    }
+}
+
+/// How a graph input becomes a problem (ignored for minimalloc CSV inputs).
+#[derive(Args, Clone, Debug)]
+struct GraphArgs {
+    #[command(flatten)]
+    import: ImportArgs,
     /// Graphs: do not let view operators (Reshape, Flatten, ...) share their input's buffer.
     #[arg(long)]
     no_alias: bool,
@@ -226,15 +261,16 @@ struct GraphArgs {
     /// always applies. See doc/exclusive.md.
     #[arg(long, value_name = "RULES", default_value = "edges,branches,outputs", value_parser = memplan_graph::Rules::parse)]
     exclusive_rules: memplan_graph::Rules,
+    /// `--planner exclusive`: let a block spread over several reusable pieces (the plan
+    /// then carries extents per buffer; contiguous by default). See doc/exclusive.md.
+    #[arg(long)]
+    fragmented: bool,
 }
 
 impl GraphArgs {
     fn settings(self) -> input::GraphSettings {
         input::GraphSettings {
-            import: memplan_onnx::ImportOptions {
-                input_shapes: self.input_shape.into_iter().collect(),
-                dims: self.dim.into_iter().collect(),
-            },
+            import: self.import.options(),
             order: match self.order {
                 OrderArg::File => Order::File,
                 OrderArg::Topological => Order::Topological,
@@ -244,6 +280,7 @@ impl GraphArgs {
                 inplace: !self.no_inplace,
             },
             exclusive_rules: self.exclusive_rules,
+            fragmented: self.fragmented,
         }
     }
 }
@@ -274,7 +311,7 @@ pub struct SearchArgs {
     /// search: return the best plan found within this many seconds.
     #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
     pub time_limit: f64,
-    /// search: seed of the preorder rotation and of the greedy perturbations.
+    /// search: seed of the preorder rotation and of the large-neighbourhood search.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// search: worker threads (0: every core; the exact search uses at most 2).
@@ -349,6 +386,7 @@ fn main() -> ExitCode {
             metric,
             max_iters,
             search,
+            npu,
         } => commands::plan(
             &file,
             &planner,
@@ -361,6 +399,7 @@ fn main() -> ExitCode {
                 metric: metric.as_deref(),
                 max_iters,
                 search: &search,
+                npu: &npu,
             },
         ),
         Command::Check {
@@ -378,10 +417,14 @@ fn main() -> ExitCode {
             file,
             format,
             exclusive,
+            operators,
+            platform,
             graph,
         } => {
             if exclusive {
                 inspect::inspect_exclusive(&file, format, &graph.settings())
+            } else if operators {
+                npu::inspect_operators(&file, format, &graph.settings(), &platform)
             } else {
                 commands::inspect(&file, format, &graph.settings())
             }
@@ -393,10 +436,13 @@ fn main() -> ExitCode {
             format,
             repeat,
             graph,
-        } => commands::bench(&files, &planners, format, repeat, &graph.settings()),
+            npu,
+        } => commands::bench(&files, &planners, format, repeat, &graph.settings(), &npu),
         Command::Pool(command) => pool::run(command),
         Command::Swap(a) => swap::run(&swap::SwapArgs {
             graph: &a.graph,
+            import: a.import.options(),
+            device: a.device.device(),
             planner: a.planner,
             format: a.format,
             write_json: a.write_json.as_deref(),

@@ -1,5 +1,6 @@
-//! `memplan swap`: method 4 (swap and compression by graph rewriting) on a PipeDream
-//! training profile: the no-swap baseline, or planners that rewrite the training step
+//! `memplan swap`: method 4 (swap and compression by graph rewriting) on one training
+//! step, built from a PipeDream training profile or from an ONNX model (roofline
+//! latencies): the no-swap baseline, or planners that rewrite the training step
 //! with reductions and restores until the simulated peak fits a budget (`--budget`) or
 //! while the step time stays within an overhead (`--max-overhead`); see `doc/swap.md`.
 
@@ -7,13 +8,17 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
+use memplan_graph::Graph;
+use memplan_onnx::ImportOptions;
 use memplan_swap::planner::{self, Goal, Improvements, Outcome, Planner, Setup};
 use memplan_swap::rewrite::{Codec, Reduction};
 use memplan_swap::simulate::{self, Machine, Run};
+use memplan_swap::training::{self, Device};
 use memplan_swap::{pipedream, select, timing};
 use serde_json::{json, Value};
 
+use crate::input::{self, FileKind};
 use crate::table;
 
 /// `--planner`.
@@ -56,6 +61,38 @@ pub enum Budget {
     Fraction(f64),
 }
 
+/// The roofline device of ONNX training steps (`memplan_swap::training::Device`); unset
+/// flags take its V100-like defaults.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct DeviceArgs {
+    /// ONNX: peak throughput of the roofline device in TFLOP/s [default: 15.7].
+    #[arg(long, value_name = "TFLOPS")]
+    peak_tflops: Option<f64>,
+    /// ONNX: memory bandwidth of the roofline device in GB/s (10^9 B/s) [default: 900].
+    #[arg(long, value_name = "GB_PER_S")]
+    mem_bandwidth: Option<f64>,
+    /// ONNX: fixed cost of each kernel launch in microseconds [default: 5].
+    #[arg(long, value_name = "US")]
+    launch_us: Option<f64>,
+}
+
+impl DeviceArgs {
+    /// The device, or `None` when no flag was given (the default device).
+    pub fn device(self) -> Option<Device> {
+        if self.peak_tflops.is_none() && self.mem_bandwidth.is_none() && self.launch_us.is_none() {
+            return None;
+        }
+        let default = Device::default();
+        Some(Device {
+            peak_flops: self.peak_tflops.map_or(default.peak_flops, |t| t * 1e12),
+            mem_bandwidth: self
+                .mem_bandwidth
+                .map_or(default.mem_bandwidth, |g| g * 1e9),
+            launch_ms: self.launch_us.map_or(default.launch_ms, |us| us / 1e3),
+        })
+    }
+}
+
 /// The options of `memplan swap`.
 pub struct SwapArgs<'a> {
     pub graph: &'a Path,
@@ -76,6 +113,10 @@ pub struct SwapArgs<'a> {
     pub budget: Option<Budget>,
     pub max_overhead: Option<f64>,
     pub improvements: Improvements,
+    /// ONNX: the import options (`--input-shape`, `--dim`).
+    pub import: ImportOptions,
+    /// ONNX: the roofline device; `None` for the default (no device flag given).
+    pub device: Option<Device>,
 }
 
 const RATE_EXAMPLE: &str = "e.g. 12GB/s, 25 GB/s, 800MiB/s or 1.2e10 (bytes per second)";
@@ -180,15 +221,61 @@ pub fn parse_improvements(text: &str) -> Result<Improvements, String> {
     Ok(out)
 }
 
-/// Runs `memplan swap`.
-pub fn run(args: &SwapArgs) -> Result<ExitCode> {
+/// A training step and what it was built from, as `(key, value)` pairs for the report.
+struct Step {
+    graph: Graph,
+    source: Vec<(&'static str, String, Value)>,
+}
+
+/// Builds the training step: an ONNX model (by extension) through the shared import and
+/// [`training::training_step`], anything else as a PipeDream profile.
+fn training_step(args: &SwapArgs) -> Result<Step> {
+    let file = args.graph.display();
+    if FileKind::of(args.graph) == FileKind::Onnx {
+        let forward = input::read_graph(args.graph, &args.import)?;
+        let device = args.device.unwrap_or_default();
+        let step =
+            training::training_step(&forward, &device).with_context(|| format!("'{file}'"))?;
+        let text = format!(
+            "{} TFLOP/s, {} GB/s, {} us launch (roofline)",
+            device.peak_flops / 1e12,
+            device.mem_bandwidth / 1e9,
+            device.launch_ms * 1e3
+        );
+        let json = json!({
+            "peak_flops": device.peak_flops,
+            "mem_bandwidth_bytes_per_s": device.mem_bandwidth,
+            "launch_ms": device.launch_ms,
+        });
+        let n = forward.nodes().len();
+        return Ok(Step {
+            graph: step.graph,
+            source: vec![
+                ("forward nodes", n.to_string(), json!(n)),
+                ("device", text, json),
+            ],
+        });
+    }
+    if args.device.is_some() || args.import != ImportOptions::default() {
+        bail!("'{file}': --input-shape, --dim, --peak-tflops, --mem-bandwidth and --launch-us apply to ONNX models (.onnx) only; a PipeDream profile has shapeless layers and measured times");
+    }
     let profile = pipedream::read_file(args.graph)?;
     let step = pipedream::training_step(&profile)?;
+    let n = profile.layers.len();
+    Ok(Step {
+        graph: step.graph,
+        source: vec![("layers", n.to_string(), json!(n))],
+    })
+}
+
+/// Runs `memplan swap`.
+pub fn run(args: &SwapArgs) -> Result<ExitCode> {
+    let step = training_step(args)?;
     let graph = &step.graph;
     let name = args.graph.display().to_string();
     if args.planner == SwapPlanner::None {
         write_outputs(args, graph, &simulate::simulate(graph, &args.machine)?)?;
-        return baseline(args, &profile, graph, name);
+        return baseline(args, &step, name);
     }
     let before = simulate::simulate(graph, &args.machine)?;
     let goal = match (args.budget, args.max_overhead) {
@@ -376,12 +463,8 @@ fn write_outputs(args: &SwapArgs, graph: &memplan_graph::Graph, run: &Run) -> Re
 }
 
 /// `--planner none`: the baseline, the critical path and the method's candidates.
-fn baseline(
-    args: &SwapArgs,
-    profile: &pipedream::Profile,
-    graph: &memplan_graph::Graph,
-    name: String,
-) -> Result<ExitCode> {
+fn baseline(args: &SwapArgs, step: &Step, name: String) -> Result<ExitCode> {
+    let graph = &step.graph;
     let params = select::Params::method(
         args.th_tts_ms.unwrap_or(0.0),
         args.th_size_bytes.unwrap_or(0),
@@ -395,36 +478,38 @@ fn baseline(
     values.dedup();
     let chosen_bytes: u64 = values.iter().map(|&v| graph.value(v).bytes).sum();
     let text = match args.format {
-        SwapFormat::Table => table::key_values(&[
-            ("graph", name),
-            ("layers", profile.layers.len().to_string()),
-            ("nodes", format!("{} (forward and backward)", report.nodes)),
-            ("planner", "none".to_string()),
-            (
-                "step time",
-                format!("{:.3} ms (one compute stream)", report.step_ms),
-            ),
-            ("critical path", format!("{:.3} ms", times.makespan)),
-            ("peak memory", table::bytes(report.peak_bytes)),
-            (
-                "candidates",
-                format!(
-                    "{} inputs of {} tensors, {} (TTS > {} ms, size > {} B{})",
-                    chosen.len(),
-                    values.len(),
-                    table::bytes(chosen_bytes),
-                    params.th_tts_ms,
-                    params.th_size_bytes,
-                    params
-                        .max_count
-                        .map_or(String::new(), |n| format!(", at most {n}"))
+        SwapFormat::Table => {
+            let mut rows = vec![("graph", name)];
+            rows.extend(step.source.iter().map(|(k, text, _)| (*k, text.clone())));
+            rows.extend([
+                ("nodes", format!("{} (forward and backward)", report.nodes)),
+                ("planner", "none".to_string()),
+                (
+                    "step time",
+                    format!("{:.3} ms (one compute stream)", report.step_ms),
                 ),
-            ),
-        ]),
+                ("critical path", format!("{:.3} ms", times.makespan)),
+                ("peak memory", table::bytes(report.peak_bytes)),
+                (
+                    "candidates",
+                    format!(
+                        "{} inputs of {} tensors, {} (TTS > {} ms, size > {} B{})",
+                        chosen.len(),
+                        values.len(),
+                        table::bytes(chosen_bytes),
+                        params.th_tts_ms,
+                        params.th_size_bytes,
+                        params
+                            .max_count
+                            .map_or(String::new(), |n| format!(", at most {n}"))
+                    ),
+                ),
+            ]);
+            table::key_values(&rows)
+        }
         SwapFormat::Json => {
-            let value = json!({
+            let mut value = json!({
                 "graph": name,
-                "layers": profile.layers.len(),
                 "nodes": report.nodes,
                 "planner": "none",
                 "step_ms": report.step_ms,
@@ -439,6 +524,9 @@ fn baseline(
                     "bytes": chosen_bytes,
                 },
             });
+            for (key, _, v) in &step.source {
+                value[key.replace(' ', "_")] = v.clone();
+            }
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
     };

@@ -875,6 +875,70 @@ fn swap_writes_graph_json_and_dot() {
 }
 
 #[test]
+fn swap_onnx_golden_device_flags_and_export() {
+    let file = "crates/memplan-onnx/tests/data/small.onnx";
+    let out = memplan(&["swap", file]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_small_onnx_table.txt", &stdout(&out));
+    // A device 1000x slower in throughput and bandwidth takes longer; without launch
+    // costs the (launch-bound) small step is shorter; the peak never changes.
+    let step_ms = |args: &[&str]| {
+        let out = memplan(&[&["swap", file, "-f", "json"], args].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (
+            v["step_ms"].as_f64().unwrap(),
+            v["peak_bytes"].as_u64().unwrap(),
+        )
+    };
+    let (fast, peak) = step_ms(&[]);
+    let (slow, slow_peak) = step_ms(&["--peak-tflops", "0.0157", "--mem-bandwidth", "0.9"]);
+    assert!(slow > fast, "{slow} <= {fast}");
+    let (free, free_peak) = step_ms(&["--launch-us", "0"]);
+    assert!(free < fast, "{free} >= {fast}");
+    assert_eq!((peak, peak), (slow_peak, free_peak));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("step.json");
+    let out = memplan(&["swap", file, "--write-json", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = memplan(&[
+        "inspect",
+        json.to_str().unwrap(),
+        "--no-inplace",
+        "--no-alias",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("grad:relu->c"), "{}", stdout(&out));
+}
+
+#[test]
+fn swap_onnx_errors_exit_2() {
+    let onnx = "crates/memplan-onnx/tests/data/small.onnx";
+    let profile = "crates/memplan-cli/tests/data/tiny.graph.txt";
+    let cases: &[(&[&str], &str)] = &[
+        (&["swap", onnx, "--peak-tflops", "0"], "peak throughput"),
+        (&["swap", onnx, "--mem-bandwidth=-1"], "memory bandwidth"),
+        (
+            &["swap", profile, "--dim", "N=2"],
+            "ONNX models (.onnx) only",
+        ),
+        (
+            &["swap", profile, "--launch-us", "1"],
+            "ONNX models (.onnx) only",
+        ),
+        (
+            &["swap", "crates/memplan-cli/tests/data/not_a_model.onnx"],
+            "not a valid ONNX model",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = memplan(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
 fn exclusive_plan_golden() {
     let out = memplan(&[
         "plan",
@@ -922,5 +986,361 @@ fn exclusive_needs_a_graph() {
         stderr(&out).contains("edges, branches, outputs"),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn inspect_operators_golden() {
+    let out = memplan(&["inspect", "--operators", "examples/small_cnn.json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_operators_small_cnn_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "inspect",
+        "--operators",
+        "examples/small_cnn.json",
+        "-f",
+        "csv",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_operators_small_cnn_csv.txt", &stdout(&out));
+    // JSON: every operator's width is the bytes of the tensors present.
+    let out = memplan(&[
+        "inspect",
+        "--operators",
+        "examples/small_cnn.json",
+        "-f",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let operators = value["operators"].as_array().unwrap();
+    assert_eq!(operators.len(), 7);
+    for op in operators {
+        let sum: u64 = op["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(op["width"].as_u64(), Some(sum), "{op}");
+    }
+    assert_eq!(operators[0]["group"], "accelerated");
+}
+
+#[test]
+fn npu_plan_golden_and_checked() {
+    let out = memplan(&["plan", "examples/small_cnn.json", "--planner", "npu"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_npu_small_cnn_table.txt", &stdout(&out));
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu",
+        "--platform",
+        "platforms/npu-pooled.json",
+        "--match",
+        "lifetime",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden(
+        "plan_npu_pooled_lifetime_small_cnn_table.txt",
+        &stdout(&out),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for rule in ["size", "lifetime"] {
+        for input in ["examples/small_cnn.json", "examples/small.csv"] {
+            let plan = dir.path().join(format!("npu-{rule}.json"));
+            let plan = plan.to_str().unwrap();
+            let out = memplan(&[
+                "plan",
+                input,
+                "--planner",
+                "npu",
+                "--match",
+                rule,
+                "-f",
+                "json",
+                "-o",
+                plan,
+            ]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let text = std::fs::read_to_string(plan).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value["match"], rule);
+            assert_eq!(
+                value["reused_bytes"].as_u64().is_some(),
+                value["new_pool_bytes"].as_u64().is_some()
+            );
+            let out = memplan(&["check", input, plan]);
+            assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        }
+    }
+}
+
+#[test]
+fn bad_platform_files_are_errors_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (r#"{"accelerated": ["Conv"], "inplace": []}"#, "inplace"),
+        (
+            r#"{"accelerated": ["conv2d"]}"#,
+            "'accelerated', entry 0: 'conv2d'",
+        ),
+        (
+            r#"{"in_place": ["Relu", "Softmax"]}"#,
+            "'in_place', entry 1: 'Softmax'",
+        ),
+        (r#"{"alignment": 0}"#, "'alignment'"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("platform{i}.json"));
+        std::fs::write(&path, text).unwrap();
+        let path = path.to_str().unwrap();
+        for args in [
+            &[
+                "plan",
+                "examples/small_cnn.json",
+                "--planner",
+                "npu",
+                "--platform",
+                path,
+            ][..],
+            &[
+                "inspect",
+                "--operators",
+                "examples/small_cnn.json",
+                "--platform",
+                path,
+            ][..],
+        ] {
+            let out = memplan(args);
+            assert_eq!(out.status.code(), Some(2), "{text}");
+            let err = stderr(&out);
+            assert!(err.contains(path) && err.contains(needle), "{err}");
+        }
+    }
+    let out = memplan(&["plan", "examples/small_cnn.json", "--match", "lifetime"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--planner npu only"),
+        "{}",
+        stderr(&out)
+    );
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu",
+        "--platform",
+        "no/such/platform.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no/such/platform.json"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `bench` runs npu beside the other graph planners on the shipped models, every plan
+/// checked (two models here; doc/npu.md has all seven).
+#[test]
+fn bench_runs_npu_on_models() {
+    let models = root().join("../shared/models");
+    if !models.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let files: Vec<String> = ["squeezenet1_1.onnx", "resnet18.onnx"]
+        .iter()
+        .map(|m| models.join(m).display().to_string())
+        .collect();
+    for rule in ["size", "lifetime"] {
+        let mut args = vec!["bench"];
+        args.extend(files.iter().map(String::as_str));
+        args.extend(["--planners", "naive,best-of,exclusive,npu", "-f", "json"]);
+        args.extend(["--match", rule]);
+        let out = memplan(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let rows: Vec<serde_json::Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len(), 8);
+        for row in rows.iter().filter(|r| r["planner"] == "npu") {
+            let arena = row["arena_bytes"].as_u64().unwrap();
+            assert!(arena >= row["lower_bound_bytes"].as_u64().unwrap(), "{row}");
+        }
+    }
+}
+
+/// Plans `examples/exclusive_example.json` with `exclusive` into `dir/plan.json` (extra
+/// arguments appended) and returns the plan's path.
+fn exclusive_plan_file(dir: &Path, extra: &[&str]) -> PathBuf {
+    let plan = dir.join("plan.json");
+    let mut args = vec![
+        "plan",
+        "examples/exclusive_example.json",
+        "--planner",
+        "exclusive",
+        "-f",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = memplan(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    plan
+}
+
+#[test]
+fn check_accepts_an_exclusive_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for rules in ["edges,branches,outputs", "none"] {
+        let plan = exclusive_plan_file(dir.path(), &["--exclusive-rules", rules]);
+        let text = std::fs::read_to_string(&plan).unwrap();
+        assert!(
+            text.contains(&format!("\"exclusive_rules\": \"{rules}\"")),
+            "{text}"
+        );
+        // The rules come from the plan, not from the command line of `check`.
+        let out = memplan(&[
+            "check",
+            "examples/exclusive_example.json",
+            plan.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+        let text = stdout(&out).replace(plan.to_str().unwrap(), "<PLAN>");
+        assert!(text.starts_with("valid: '<PLAN>'"), "{text}");
+        let shown = if rules == "none" {
+            "live".to_string()
+        } else {
+            format!("{rules},live")
+        };
+        assert!(
+            text.contains(&format!("(rules {shown}, from the plan)")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn check_rejects_an_exclusive_plan_that_shares_an_exclusive_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = exclusive_plan_file(dir.path(), &[]);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    // op4 and op7 are joined by an edge; put op7 on op4's bytes.
+    let buffers = value["buffers"].as_array_mut().unwrap();
+    let at = |id: &str| buffers.iter().position(|b| b["id"] == id).unwrap();
+    let (op4, op7) = (at("op4"), at("op7"));
+    buffers[op7]["offset"] = buffers[op4]["offset"].clone();
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out).replace(broken.to_str().unwrap(), "<PLAN>");
+    assert!(
+        text.contains("operators 'n_op4' and 'n_op7' are exclusive (rule edges)"),
+        "{text}"
+    );
+    golden("check_exclusive_broken.txt", &text);
+
+    // A plan that says it is exclusive but not under which rules cannot be rebuilt.
+    value.as_object_mut().unwrap().remove("exclusive_rules");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("does not record its \"exclusive_rules\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_fragmented_exclusive_plan_round_trips_through_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = exclusive_plan_file(dir.path(), &["--fragmented"]);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(value["fragmented"], true);
+    // methods.md §1's example: 46 MiB with or without fragments.
+    assert_eq!(value["arena_bytes"], 46 << 20);
+    assert!(value["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|b| b["extents"].is_array()));
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // op7's extent moved onto op4's bytes: rejected, naming both blocks and operators.
+    let buffers = value["buffers"].as_array_mut().unwrap();
+    let at = |id: &str| buffers.iter().position(|b| b["id"] == id).unwrap();
+    let (op4, op7) = (at("op4"), at("op7"));
+    let target = buffers[op4]["offset"].clone();
+    buffers[op7]["offset"] = target.clone();
+    buffers[op7]["extents"][0]["offset"] = target;
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("operators 'n_op4' and 'n_op7' are exclusive"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn fragmented_applies_to_the_exclusive_planner_only() {
+    let out = memplan(&["plan", "examples/small_cnn.json", "--fragmented"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--fragmented applies to --planner exclusive only"),
+        "{}",
+        stderr(&out)
+    );
+    let out = memplan(&[
+        "bench",
+        "examples/small_cnn.json",
+        "--planners",
+        "naive",
+        "--fragmented",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = memplan(&[
+        "bench",
+        "examples/exclusive_example.json",
+        "--planners",
+        "naive,exclusive",
+        "--fragmented",
+        "-f",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("\"arena_bytes\":48234496"),
+        "{}",
+        stdout(&out)
     );
 }

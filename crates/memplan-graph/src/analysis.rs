@@ -321,6 +321,19 @@ impl Groups {
 
 /// Computes lifetimes, alias groups, in-place partners, the problem and the totals.
 pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis, AnalysisError> {
+    analyse_with_inplace_ops(graph, order, options, INPLACE_OPS)
+}
+
+/// [`analyse`] with `inplace_ops` in place of [`INPLACE_OPS`]: only operators of these
+/// types may write their output over an input (under the same rules). A platform that
+/// runs fewer operators in place (methods.md §2) passes its own list; every entry should
+/// be elementwise, as [`INPLACE_OPS`] are, since the rules check sizes, not semantics.
+pub fn analyse_with_inplace_ops<S: AsRef<str>>(
+    graph: &Graph,
+    order: Order,
+    options: Options,
+    inplace_ops: &[S],
+) -> Result<Analysis, AnalysisError> {
     let order = execution_order(graph, order)?;
     let n_values = graph.values().len();
     let last_step = order.len() as u64;
@@ -396,7 +409,8 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
             }
             continue;
         }
-        if !(options.inplace && INPLACE_OPS.contains(&op)) || is_boundary(y) {
+        let inplace_op = inplace_ops.iter().any(|o| o.as_ref() == op);
+        if !(options.inplace && inplace_op) || is_boundary(y) {
             continue;
         }
         let step = step_of[node_id.index()];

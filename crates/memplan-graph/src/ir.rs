@@ -112,6 +112,21 @@ impl DType {
         DType::ALL.into_iter().find(|t| t.name() == name)
     }
 
+    /// True for the floating-point types (the ones gradients flow through).
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            DType::Float
+                | DType::Float16
+                | DType::Double
+                | DType::Bfloat16
+                | DType::Float8e4m3fn
+                | DType::Float8e4m3fnuz
+                | DType::Float8e5m2
+                | DType::Float8e5m2fnuz
+        )
+    }
+
     /// Bytes per element. `String` has no fixed size and answers `None`.
     pub fn size_bytes(self) -> Option<u64> {
         Some(match self {

@@ -12,6 +12,8 @@
 //!   ([`analyse`]);
 //! - [`exclusive`]: the exclusivity of operators' blocks (methods.md §1) and the problem
 //!   the `exclusive` planner plans ([`exclusive_problem`]);
+//! - [`npu`]: the platform description, operator configuration and groups of methods.md
+//!   §2, planned by [`plan_npu`];
 //! - [`json`]: memplan's graph JSON ([`read_graph_json`], [`write_graph_json`]).
 //!
 //! ```
@@ -40,13 +42,20 @@ pub mod exclusive;
 pub mod fuzzing;
 pub mod ir;
 pub mod json;
+pub mod npu;
 pub mod order;
 
-pub use analysis::{analyse, Analysis, AnalysisError, Options, Role, Stats, ValueInfo};
-pub use exclusive::{exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
+pub use analysis::{
+    analyse, analyse_with_inplace_ops, Analysis, AnalysisError, Options, Role, Stats, ValueInfo,
+};
+pub use exclusive::{block_operators, exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
     ValueKind,
 };
 pub use json::{read_graph_json, write_graph_json, JsonGraphError};
+pub use npu::{
+    analyse_for, npu_groups, npu_input, operator_configs, plan_npu, AcceleratorBuffers, NpuError,
+    NpuInput, NpuPlan, OpGroup, OperatorConfig, Platform, PlatformError,
+};
 pub use order::{execution_order, Order, OrderError};

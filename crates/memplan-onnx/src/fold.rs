@@ -67,21 +67,6 @@ impl Data {
     }
 }
 
-/// True for the floating-point element types.
-pub fn is_float(dtype: DType) -> bool {
-    matches!(
-        dtype,
-        DType::Float
-            | DType::Float16
-            | DType::Double
-            | DType::Bfloat16
-            | DType::Float8e4m3fn
-            | DType::Float8e4m3fnuz
-            | DType::Float8e5m2
-            | DType::Float8e5m2fnuz
-    )
-}
-
 /// Folding is skipped above this rank, which bounds the per-element index work.
 pub const MAX_FOLD_RANK: usize = 16;
 
@@ -293,9 +278,9 @@ pub fn cast(d: &Data, to: DType) -> Option<Data> {
         Data::Ints(v) if to == DType::Bool => {
             Data::Ints(v.iter().map(|&x| i64::from(x != 0)).collect())
         }
-        Data::Ints(v) if is_float(to) => Data::Floats(v.iter().map(|&x| x as f64).collect()),
+        Data::Ints(v) if to.is_float() => Data::Floats(v.iter().map(|&x| x as f64).collect()),
         Data::Ints(v) => Data::Ints(v.clone()),
-        Data::Floats(v) if is_float(to) => Data::Floats(v.clone()),
+        Data::Floats(v) if to.is_float() => Data::Floats(v.clone()),
         Data::Floats(v) if to == DType::Bool => {
             Data::Ints(v.iter().map(|&x| i64::from(x != 0.0)).collect())
         }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use memplan_graph::{Attribute, DType, Graph, Tensor, TensorData, Value, ValueId, ValueKind};
 
-use crate::fold::{is_float, Data};
+use crate::fold::Data;
 use crate::infer::{self, elements, Ctx, Info, NodeError, MAX_FOLD_ELEMENTS};
 use crate::proto::{self, attribute_type as at, DimensionValue, ModelProto, TensorProto};
 use crate::{ImportOptions, OnnxError};
@@ -286,7 +286,7 @@ pub fn import_model(
         {
             return Err(imp.value_err(&t.name, "two initialisers have this name"));
         }
-        let info = imp.tensor(t, &t.name, |d| !is_float(d))?;
+        let info = imp.tensor(t, &t.name, |d| !d.is_float())?;
         facts.insert(t.name.as_str(), info);
     }
 

@@ -11,15 +11,20 @@
 //!   engines, memory timed by the copies, pinned host pool, memory profile);
 //! - [`planner`]: the method (with our improvements), the TF-LMS-like level rule and
 //!   swap-everything, searched against a memory budget or a step-time overhead;
-//! - [`dot`]: Graphviz DOT export.
+//! - [`dot`]: Graphviz DOT export;
+//! - [`training`]: one training step from a forward graph (an imported ONNX model), with
+//!   roofline latencies.
 
 pub mod dot;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod pipedream;
 pub mod planner;
 pub mod rewrite;
 pub mod select;
 pub mod simulate;
 pub mod timing;
+pub mod training;
 
 /// Profiles shared by the unit tests.
 #[cfg(test)]

@@ -1,13 +1,21 @@
 //! The independent checker: is a plan valid for a problem?
 //!
-//! It recomputes everything from the [`Problem`] and the offsets of the [`Plan`], trusts
-//! no planner, and reports *all* violations, each naming the buffers involved:
+//! It recomputes everything from the [`Problem`] and the offsets (or, in a fragmented
+//! plan, the extents) of the [`Plan`], trusts no planner, and reports *all* violations,
+//! each naming the buffers involved:
 //! - two buffers live at a common step whose address ranges intersect;
 //! - an explicit conflict pair whose address ranges intersect (at any time);
 //! - an offset that is not a multiple of its buffer's alignment;
 //! - a fixed offset that was moved;
 //! - a claimed arena size that differs from `max(offset + size)`;
-//! - an `offset + size` that overflows 64 bits, or a plan of the wrong length.
+//! - an `offset + size` that overflows 64 bits, or a plan of the wrong length;
+//! - fragmented plans: extents whose lengths do not add up to the buffer's size, two
+//!   extents of one buffer that overlap, a first extent that does not start at the
+//!   buffer's offset, or a list of extents per buffer of the wrong length.
+//!
+//! A buffer's address range is the union of its extents (one piece `[offset, offset +
+//! size)` in a contiguous plan): the checks expand the plan into pieces that carry their
+//! buffer's id and run on those, so contiguous and fragmented plans share every check.
 //!
 //! [`check_naive`] compares every pair (O(n²)) and is the reference; [`check`] sweeps over
 //! time and is the one to use on large inputs. Tests hold them to the same answers.
@@ -24,6 +32,9 @@ use crate::problem::{BufferId, Lifetime, Problem};
 pub enum Violation {
     /// The plan has a different number of offsets than the problem has buffers.
     WrongLength { buffers: usize, offsets: usize },
+    /// A fragmented plan has a different number of extent lists than the problem has
+    /// buffers.
+    WrongExtentsLength { buffers: usize, lists: usize },
     /// `offset + size` does not fit in 64 bits.
     AddressOverflow {
         buffer: BufferId,
@@ -44,6 +55,29 @@ pub enum Violation {
         name: String,
         fixed: u64,
         offset: u64,
+    },
+    /// The lengths of a buffer's extents do not add up to its size (`sum` is `None` when
+    /// they overflow 64 bits).
+    ExtentsSum {
+        buffer: BufferId,
+        name: String,
+        sum: Option<u64>,
+        size: u64,
+    },
+    /// A buffer's first extent does not start at its offset (or it has no extent while
+    /// its offset is not 0).
+    FirstExtentNotAtOffset {
+        buffer: BufferId,
+        name: String,
+        offset: u64,
+        first: Option<u64>,
+    },
+    /// Two extents of one buffer share addresses.
+    ExtentsOverlap {
+        buffer: BufferId,
+        name: String,
+        /// The first address range the extents share `[start, end)`.
+        addresses: (u64, u64),
     },
     /// Two buffers live at a common step share addresses.
     Overlap {
@@ -75,6 +109,41 @@ impl fmt::Display for Violation {
             Violation::WrongLength { buffers, offsets } => write!(
                 f,
                 "the plan has {offsets} offsets but the problem has {buffers} buffers"
+            ),
+            Violation::WrongExtentsLength { buffers, lists } => write!(
+                f,
+                "the plan has {lists} lists of extents but the problem has {buffers} buffers"
+            ),
+            Violation::ExtentsSum {
+                name, sum, size, ..
+            } => match sum {
+                Some(sum) => write!(
+                    f,
+                    "buffer '{name}': its extents hold {sum} bytes but its size is {size}"
+                ),
+                None => write!(
+                    f,
+                    "buffer '{name}': the lengths of its extents overflow 64 bits (size {size})"
+                ),
+            },
+            Violation::FirstExtentNotAtOffset {
+                name,
+                offset,
+                first,
+                ..
+            } => match first {
+                Some(first) => write!(
+                    f,
+                    "buffer '{name}': its first extent starts at {first} but its offset is {offset}"
+                ),
+                None => write!(f, "buffer '{name}': it has no extents but offset {offset}"),
+            },
+            Violation::ExtentsOverlap {
+                name, addresses, ..
+            } => write!(
+                f,
+                "buffer '{name}': two of its extents share addresses [{}, {})",
+                addresses.0, addresses.1
             ),
             Violation::AddressOverflow {
                 name, offset, size, ..
@@ -164,6 +233,10 @@ impl Report {
 ///   O(s log s) whatever its sizes, offsets and lifetimes;
 /// - memory O(s + h).
 ///
+/// In a fragmented plan the sweep runs over the extents (pieces that carry their
+/// buffer's id) instead of one range per buffer: read `s` as live segments times extents;
+/// two intersecting extents of one buffer are reported as [`Violation::ExtentsOverlap`].
+///
 /// A plan full of overlaps is inherently quadratic: with every offset 0, all `n(n-1)/2`
 /// live-together pairs are violations and all are reported.
 ///
@@ -176,16 +249,21 @@ pub fn check(problem: &Problem, plan: &Plan) -> Report {
         return report;
     }
     let arena = per_buffer_checks(problem, plan, &mut violations);
+    let pieces = Pieces::new(problem, plan);
     let segments = Segments::new(problem);
-    for (i, j) in sweep_overlapping_pairs(problem, plan, &segments) {
+    for (i, j) in sweep_overlapping_pairs(&pieces, &segments) {
         let (i, j) = (i as usize, j as usize);
-        let addresses = shared_addresses(problem, plan, i, j);
+        if i == j {
+            extents_overlap(problem, &pieces, i, &mut violations);
+            continue;
+        }
+        let addresses = shared_addresses(&pieces, i, j);
         let steps = first_common_steps(segments.of(i), segments.of(j));
         if let (Some(addresses), Some(steps)) = (addresses, steps) {
             violations.push(overlap(problem, i, j, steps, addresses));
         }
     }
-    conflict_checks(problem, plan, &mut violations);
+    conflict_checks(problem, &pieces, &mut violations);
     finish(plan, arena, violations)
 }
 
@@ -199,11 +277,13 @@ pub fn check_naive(problem: &Problem, plan: &Plan) -> Report {
         return report;
     }
     let arena = per_buffer_checks(problem, plan, &mut violations);
+    let pieces = Pieces::new(problem, plan);
     let buffers = problem.buffers();
     let segments: Vec<Vec<Lifetime>> = buffers.iter().map(|b| b.live_segments()).collect();
     for i in 0..buffers.len() {
+        extents_overlap(problem, &pieces, i, &mut violations);
         for j in i + 1..buffers.len() {
-            let Some(addresses) = shared_addresses(problem, plan, i, j) else {
+            let Some(addresses) = shared_addresses(&pieces, i, j) else {
                 continue;
             };
             let steps = segments[i]
@@ -215,19 +295,67 @@ pub fn check_naive(problem: &Problem, plan: &Plan) -> Report {
             }
         }
     }
-    conflict_checks(problem, plan, &mut violations);
+    conflict_checks(problem, &pieces, &mut violations);
     finish(plan, arena, violations)
 }
 
 /// The report for a plan of the wrong length (nothing else can be checked), if it is one.
 fn wrong_length(problem: &Problem, plan: &Plan) -> Option<Report> {
-    (plan.offsets.len() != problem.len()).then(|| Report {
-        arena_bytes: None,
-        violations: vec![Violation::WrongLength {
+    let mut violations = Vec::new();
+    if plan.offsets.len() != problem.len() {
+        violations.push(Violation::WrongLength {
             buffers: problem.len(),
             offsets: plan.offsets.len(),
-        }],
+        });
+    }
+    if let Some(lists) = &plan.extents {
+        if lists.len() != problem.len() {
+            violations.push(Violation::WrongExtentsLength {
+                buffers: problem.len(),
+                lists: lists.len(),
+            });
+        }
+    }
+    (!violations.is_empty()).then_some(Report {
+        arena_bytes: None,
+        violations,
     })
+}
+
+/// The plan as address pieces that carry their buffer: buffer `i` owns
+/// `ranges[bounds[i]..bounds[i + 1]]`, each `[start, end)` (an end that overflows is
+/// `u64::MAX`). A contiguous plan has one piece per buffer, `[offset, offset + size)`; a
+/// fragmented plan one per extent. The plan must have one offset (and list) per buffer.
+struct Pieces {
+    bounds: Vec<usize>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Pieces {
+    fn new(problem: &Problem, plan: &Plan) -> Pieces {
+        let mut bounds = Vec::with_capacity(problem.len() + 1);
+        let mut ranges = Vec::with_capacity(problem.len());
+        bounds.push(0);
+        for (i, buffer) in problem.buffers().iter().enumerate() {
+            match &plan.extents {
+                None => {
+                    let offset = plan.offsets[i];
+                    ranges.push((offset, offset.saturating_add(buffer.size)));
+                }
+                Some(lists) => ranges.extend(
+                    lists[i]
+                        .iter()
+                        .map(|e| (e.offset, e.offset.saturating_add(e.len))),
+                ),
+            }
+            bounds.push(ranges.len());
+        }
+        Pieces { bounds, ranges }
+    }
+
+    fn of(&self, i: usize) -> &[(u64, u64)] {
+        &self.ranges[self.bounds[i]..self.bounds[i + 1]]
+    }
 }
 
 /// Adds the claimed-arena check (when the arena could be recomputed) and sorts.
@@ -283,56 +411,54 @@ fn first_common_steps(a: &[Lifetime], b: &[Lifetime]) -> Option<Lifetime> {
     None
 }
 
-/// Every pair `(a, b)`, `a < b`, of buffers live at a common step whose address ranges
-/// intersect; sorted, without duplicates. The plan must have one offset per buffer.
-fn sweep_overlapping_pairs(problem: &Problem, plan: &Plan, segments: &Segments) -> Vec<(u32, u32)> {
-    let buffers = problem.buffers();
-    let n = buffers.len().min(plan.offsets.len());
-    let ends: Vec<u64> = buffers
-        .iter()
-        .zip(&plan.offsets)
-        .map(|(b, &o)| o.saturating_add(b.size))
-        .collect();
+/// Every pair `(a, b)`, `a <= b`, of buffers live at a common step with pieces whose
+/// address ranges intersect; sorted, without duplicates. `(a, a)` means that two pieces
+/// of buffer `a` intersect (a buffer is always live together with itself).
+fn sweep_overlapping_pairs(pieces: &Pieces, segments: &Segments) -> Vec<(u32, u32)> {
+    let n = pieces.ranges.len();
+    let mut owner = vec![0u32; n];
+    for (buffer, range) in pieces.bounds.windows(2).enumerate() {
+        owner[range[0]..range[1]].fill(buffer as u32);
+    }
+    let start = |p: usize| pieces.ranges[p].0;
 
-    // Buffers ordered by (offset, id); `rank[id]` is a buffer's position in that order.
+    // Pieces ordered by (start, index); `rank[p]` is a piece's position in that order.
     let mut by_offset: Vec<u32> = (0..n as u32).collect();
-    by_offset.sort_unstable_by_key(|&id| (plan.offsets[id as usize], id));
-    let sorted_offsets: Vec<u64> = by_offset
-        .iter()
-        .map(|&id| plan.offsets[id as usize])
-        .collect();
+    by_offset.sort_unstable_by_key(|&p| (start(p as usize), p));
+    let sorted_offsets: Vec<u64> = by_offset.iter().map(|&p| start(p as usize)).collect();
     let mut rank = vec![0usize; n];
-    for (position, &id) in by_offset.iter().enumerate() {
-        rank[id as usize] = position;
+    for (position, &p) in by_offset.iter().enumerate() {
+        rank[p as usize] = position;
     }
 
-    // (step, is_start, id): at equal steps `false` (an end) sorts before `true`.
+    // (step, is_start, piece): at equal steps `false` (an end) sorts before `true`.
     let mut events: Vec<(u64, bool, u32)> = Vec::with_capacity(2 * segments.segments.len());
-    for id in 0..n {
-        for segment in segments.of(id) {
-            events.push((segment.start, true, id as u32));
-            events.push((segment.end, false, id as u32));
+    for (p, &buffer) in owner.iter().enumerate() {
+        for segment in segments.of(buffer as usize) {
+            events.push((segment.start, true, p as u32));
+            events.push((segment.end, false, p as u32));
         }
     }
     events.sort_unstable();
 
     let mut active = MaxTree::new(n);
     let mut pairs = Vec::new();
-    for (_, is_start, id) in events {
-        let i = id as usize;
+    for (_, is_start, p) in events {
+        let p = p as usize;
         if !is_start {
-            active.set(rank[i], 0);
+            active.set(rank[p], 0);
             continue;
         }
-        let (offset, end) = (plan.offsets[i], ends[i]);
-        // Active buffers starting below `end` (a prefix of the order) and ending above
+        let (offset, end) = pieces.ranges[p];
+        // Active pieces starting below `end` (a prefix of the order) and ending above
         // `offset` share addresses with this one.
         let below_end = sorted_offsets.partition_point(|&o| o < end);
+        let id = owner[p];
         active.for_each_above(below_end, offset, |position| {
-            let other = by_offset[position];
+            let other = owner[by_offset[position] as usize];
             pairs.push((other.min(id), other.max(id)));
         });
-        active.set(rank[i], end);
+        active.set(rank[p], end);
     }
     pairs.sort_unstable();
     pairs.dedup();
@@ -389,8 +515,9 @@ impl MaxTree {
     }
 }
 
-/// Overflow, alignment and fixed-offset checks (the plan has one offset per buffer);
-/// returns the recomputed arena when every `offset + size` fits.
+/// Overflow, alignment, fixed-offset and (fragmented plans) extent-sum and first-extent
+/// checks; the plan has one offset (and list) per buffer. Returns the recomputed arena
+/// when every end fits.
 fn per_buffer_checks(
     problem: &Problem,
     plan: &Plan,
@@ -399,16 +526,45 @@ fn per_buffer_checks(
     let mut arena = Some(0u64);
     for (i, (buffer, &offset)) in problem.buffers().iter().zip(&plan.offsets).enumerate() {
         let id = BufferId(i as u32);
-        match offset.checked_add(buffer.size) {
+        let mut ends = |start: u64, len: u64| match start.checked_add(len) {
             Some(end) => arena = arena.map(|a| a.max(end)),
             None => {
                 arena = None;
                 violations.push(Violation::AddressOverflow {
                     buffer: id,
                     name: buffer.name.clone(),
-                    offset,
-                    size: buffer.size,
+                    offset: start,
+                    size: len,
                 });
+            }
+        };
+        match &plan.extents {
+            None => ends(offset, buffer.size),
+            Some(lists) => {
+                let extents = &lists[i];
+                for extent in extents {
+                    ends(extent.offset, extent.len);
+                }
+                let sum = extents
+                    .iter()
+                    .try_fold(0u64, |sum, e| sum.checked_add(e.len));
+                if sum != Some(buffer.size) {
+                    violations.push(Violation::ExtentsSum {
+                        buffer: id,
+                        name: buffer.name.clone(),
+                        sum,
+                        size: buffer.size,
+                    });
+                }
+                let first = extents.first().map(|e| e.offset);
+                if first.is_some_and(|first| first != offset) || first.is_none() && offset != 0 {
+                    violations.push(Violation::FirstExtentNotAtOffset {
+                        buffer: id,
+                        name: buffer.name.clone(),
+                        offset,
+                        first,
+                    });
+                }
             }
         }
         if offset % buffer.alignment != 0 {
@@ -433,13 +589,32 @@ fn per_buffer_checks(
     arena
 }
 
-/// The address range two buffers share, if any. Overflowing buffers are treated as
-/// extending to `u64::MAX`.
-fn shared_addresses(problem: &Problem, plan: &Plan, i: usize, j: usize) -> Option<(u64, u64)> {
-    let end = |k: usize| plan.offsets[k].saturating_add(problem.buffers()[k].size);
-    let lo = plan.offsets[i].max(plan.offsets[j]);
-    let hi = end(i).min(end(j));
-    (lo < hi).then_some((lo, hi))
+/// The lowest address range that pieces of buffers `i` and `j` share, if any.
+fn shared_addresses(pieces: &Pieces, i: usize, j: usize) -> Option<(u64, u64)> {
+    pieces
+        .of(i)
+        .iter()
+        .flat_map(|&(a, b)| pieces.of(j).iter().map(move |&(c, d)| (a.max(c), b.min(d))))
+        .filter(|&(lo, hi)| lo < hi)
+        .min()
+}
+
+/// Reports two pieces of buffer `i` that share addresses (the lowest shared range).
+fn extents_overlap(problem: &Problem, pieces: &Pieces, i: usize, violations: &mut Vec<Violation>) {
+    let own = pieces.of(i);
+    let shared = own
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &(a, b))| own[k + 1..].iter().map(move |&(c, d)| (a.max(c), b.min(d))))
+        .filter(|&(lo, hi)| lo < hi)
+        .min();
+    if let Some(addresses) = shared {
+        violations.push(Violation::ExtentsOverlap {
+            buffer: BufferId(i as u32),
+            name: problem.buffers()[i].name.clone(),
+            addresses,
+        });
+    }
 }
 
 fn overlap(
@@ -460,9 +635,9 @@ fn overlap(
     }
 }
 
-fn conflict_checks(problem: &Problem, plan: &Plan, violations: &mut Vec<Violation>) {
+fn conflict_checks(problem: &Problem, pieces: &Pieces, violations: &mut Vec<Violation>) {
     for &(a, b) in problem.conflicts() {
-        if let Some(addresses) = shared_addresses(problem, plan, a.index(), b.index()) {
+        if let Some(addresses) = shared_addresses(pieces, a.index(), b.index()) {
             violations.push(Violation::ConflictShared {
                 a,
                 b,
@@ -501,6 +676,7 @@ mod tests {
         Plan {
             offsets,
             arena_bytes: None,
+            extents: None,
         }
     }
 
@@ -839,7 +1015,7 @@ mod tests {
                     _ => None,
                 })
                 .collect();
-            let found = sweep_overlapping_pairs(&p, &plan, &Segments::new(&p));
+            let found = sweep_overlapping_pairs(&Pieces::new(&p, &plan), &Segments::new(&p));
             assert_eq!(found, expected, "{p:?} {plan:?}");
         }
     }
@@ -850,5 +1026,149 @@ mod tests {
         let report = both(&p, &plan(vec![]));
         assert!(report.is_valid());
         assert_eq!(report.arena_bytes, Some(0));
+    }
+
+    fn fragmented(lists: &[&[(u64, u64)]]) -> Plan {
+        let extents: Vec<Vec<crate::plan::Extent>> = lists
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|&(offset, len)| crate::plan::Extent { offset, len })
+                    .collect()
+            })
+            .collect();
+        Plan {
+            offsets: extents
+                .iter()
+                .map(|l| l.first().map_or(0, |e| e.offset))
+                .collect(),
+            arena_bytes: None,
+            extents: Some(extents),
+        }
+    }
+
+    #[test]
+    fn a_valid_fragmented_plan_passes_and_claims_its_highest_extent() {
+        let p = Problem::from_buffers(vec![Buffer::new("a", 4, 0, 2), Buffer::new("b", 6, 1, 3)])
+            .unwrap();
+        // b wraps around a: [0, 2) and [6, 10).
+        let report = both(&p, &fragmented(&[&[(2, 4)], &[(0, 2), (6, 4)]]));
+        assert!(report.is_valid(), "{:?}", report.violations);
+        assert_eq!(report.arena_bytes, Some(10));
+    }
+
+    #[test]
+    fn extents_that_do_not_sum_to_the_size_are_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("short", 6, 0, 1)]).unwrap();
+        let report = both(&p, &fragmented(&[&[(0, 2), (4, 3)]]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::ExtentsSum {
+                buffer: BufferId(0),
+                name: "short".into(),
+                sum: Some(5),
+                size: 6
+            }
+        );
+        assert!(v.to_string().contains("'short'"), "{v}");
+        let report = both(&p, &fragmented(&[&[(0, u64::MAX), (0, 7)]]));
+        assert!(report
+            .violations
+            .iter()
+            .any(|v| matches!(v, Violation::ExtentsSum { sum: None, .. })));
+    }
+
+    #[test]
+    fn overlapping_extents_of_one_buffer_are_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("twice", 6, 0, 1)]).unwrap();
+        let report = both(&p, &fragmented(&[&[(0, 3), (2, 3)]]));
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::ExtentsOverlap {
+                buffer: BufferId(0),
+                name: "twice".into(),
+                addresses: (2, 3)
+            }
+        );
+        assert!(v.to_string().contains("'twice'"), "{v}");
+    }
+
+    #[test]
+    fn extents_of_two_buffers_that_overlap_are_reported_with_both_names() {
+        let buffers = vec![
+            Buffer::new("x", 4, 0, 2),
+            Buffer::new("y", 4, 1, 3),
+            Buffer::new("z", 2, 5, 6),
+        ];
+        let p = Problem::new(buffers, [(BufferId(0), BufferId(2))]).unwrap();
+        // y's second extent lies over x's; z shares x's first bytes (a conflict pair).
+        let report = both(&p, &fragmented(&[&[(0, 4)], &[(8, 2), (3, 2)], &[(0, 2)]]));
+        assert_eq!(report.violations.len(), 2, "{:?}", report.violations);
+        assert_eq!(
+            report.violations[0],
+            Violation::Overlap {
+                a: BufferId(0),
+                b: BufferId(1),
+                a_name: "x".into(),
+                b_name: "y".into(),
+                steps: Lifetime { start: 1, end: 2 },
+                addresses: (3, 4),
+            }
+        );
+        assert!(matches!(
+            &report.violations[1],
+            Violation::ConflictShared { a_name, b_name, addresses: (0, 2), .. }
+                if a_name == "x" && b_name == "z"
+        ));
+    }
+
+    #[test]
+    fn a_first_extent_away_from_the_offset_is_reported_by_name() {
+        let p = Problem::from_buffers(vec![Buffer::new("moved", 4, 0, 1)]).unwrap();
+        let mut plan = fragmented(&[&[(8, 4)]]);
+        plan.offsets[0] = 0;
+        let report = both(&p, &plan);
+        let v = only(&report);
+        assert_eq!(
+            *v,
+            Violation::FirstExtentNotAtOffset {
+                buffer: BufferId(0),
+                name: "moved".into(),
+                offset: 0,
+                first: Some(8)
+            }
+        );
+        assert!(v.to_string().contains("'moved'"), "{v}");
+    }
+
+    #[test]
+    fn the_first_extent_is_held_to_the_alignment_and_the_others_are_not() {
+        let mut b = Buffer::new("vec", 8, 0, 1);
+        b.alignment = 8;
+        let p = Problem::from_buffers(vec![b]).unwrap();
+        assert!(both(&p, &fragmented(&[&[(16, 5), (3, 3)]])).is_valid());
+        let report = both(&p, &fragmented(&[&[(3, 5), (16, 3)]]));
+        assert!(matches!(
+            only(&report),
+            Violation::Misaligned { offset: 3, .. }
+        ));
+    }
+
+    #[test]
+    fn a_wrong_number_of_extent_lists_is_reported_alone() {
+        let p = Problem::from_buffers(vec![Buffer::new("a", 4, 0, 1)]).unwrap();
+        let mut plan = fragmented(&[&[(0, 4)]]);
+        plan.extents.as_mut().unwrap().push(Vec::new());
+        let report = both(&p, &plan);
+        assert_eq!(
+            *only(&report),
+            Violation::WrongExtentsLength {
+                buffers: 1,
+                lists: 2
+            }
+        );
+        assert!(only(&report).to_string().contains("2 lists"));
     }
 }

@@ -33,5 +33,5 @@ pub mod planner;
 pub mod problem;
 pub mod render;
 
-pub use plan::Plan;
+pub use plan::{Extent, Plan};
 pub use problem::{Buffer, BufferId, Lifetime, Problem, ProblemError};

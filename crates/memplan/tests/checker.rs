@@ -134,6 +134,7 @@ fn random_plan(problem: &Problem, specs: &[Spec], claim: u8, claimed: u64, lengt
     Plan {
         offsets,
         arena_bytes,
+        extents: None,
     }
 }
 

@@ -719,6 +719,7 @@ fn write_solution_tolerates_a_short_plan() {
     let plan = Plan {
         offsets: vec![1],
         arena_bytes: None,
+        extents: None,
     };
     let text = write_solution(&problem, &plan);
     assert!(text.ends_with("b5,0,21,4,\n"), "{text}");
@@ -804,7 +805,11 @@ proptest! {
             .enumerate()
             .map(|(i, b)| (seed.rotate_left(i as u32) % 4096) * b.alignment)
             .collect();
-        let plan = Plan { offsets, arena_bytes: None };
+        let plan = Plan {
+            offsets,
+            arena_bytes: None,
+            extents: None,
+        };
         let text = write_solution(&problem, &plan);
         let back = read_solution(&text, "rt.csv", &problem).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         prop_assert_eq!(back, plan);

@@ -107,6 +107,7 @@ fn a_short_plan_writes_null_and_reads_back_as_an_error() {
     let plan = Plan {
         offsets: vec![0],
         arena_bytes: None,
+        extents: None,
     };
     let text = write_plan_json(&problem, &plan, &summary());
     let value: Value = serde_json::from_str(&text).unwrap();
@@ -238,4 +239,62 @@ fn missing_or_null_arena_is_no_claim() {
         read_plan_json(&text, "p", &problem()).unwrap().arena_bytes,
         None
     );
+}
+
+/// b3 spread over two extents around b1 (fragmented plans carry `extents` per buffer).
+fn fragmented_plan() -> Plan {
+    let e = |offset, len| memplan::Extent { offset, len };
+    Plan::fragmented(
+        &problem(),
+        vec![vec![e(4, 4)], vec![e(4, 4)], vec![e(0, 4), e(8, 0)]],
+    )
+    .unwrap()
+}
+
+#[test]
+fn fragmented_plans_write_and_read_back_their_extents() {
+    let e = |offset, len| memplan::Extent { offset, len };
+    let plan = Plan::fragmented(
+        &problem(),
+        vec![vec![e(8, 4)], vec![e(0, 4)], vec![e(4, 2), e(12, 2)]],
+    )
+    .unwrap();
+    let text = write_plan_json(&problem(), &plan, &summary());
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["arena_bytes"], 14);
+    assert_eq!(
+        value["buffers"][2]["extents"],
+        json!([{"offset": 4, "len": 2}, {"offset": 12, "len": 2}])
+    );
+    assert_eq!(value["buffers"][2]["offset"], 4);
+    assert_eq!(read_plan_json(&text, "p.json", &problem()).unwrap(), plan);
+    // Contiguous plans write no extents and read back as contiguous.
+    let text = write_plan_json(&problem(), &fragmented_plan(), &summary());
+    assert!(text.contains("\"extents\""));
+    let contiguous = write_plan_json(&problem(), &self::plan(), &summary());
+    assert!(!contiguous.contains("\"extents\""), "{contiguous}");
+    assert_eq!(
+        read_plan_json(&contiguous, "p.json", &problem())
+            .unwrap()
+            .extents,
+        None
+    );
+}
+
+#[test]
+fn a_fragmented_plan_lists_extents_for_every_buffer() {
+    let text = write_plan_json(&problem(), &fragmented_plan(), &summary());
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["buffers"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("extents");
+    let err = read_plan_json(&value.to_string(), "p.json", &problem()).unwrap_err();
+    assert!(
+        err.message.contains("buffer 'b2' has no \"extents\""),
+        "{err}"
+    );
+    value["buffers"][1]["extents"] = json!([{"offset": 4}]);
+    let err = read_plan_json(&value.to_string(), "p.json", &problem()).unwrap_err();
+    assert!(err.to_string().contains("len"), "{err}");
 }

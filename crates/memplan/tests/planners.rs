@@ -4,13 +4,16 @@
 //! `check` on large ones.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use memplan::checker::{check, check_naive};
+use memplan::planner::lns::{improve, Limits};
 use memplan::planner::strip::{Metric, Stop, Strip};
-use memplan::planner::{self, best_of, BestOf, PlanError, Planner, Search};
+use memplan::planner::{self, best_of, search, BestOf, PlanError, Planner, Search};
 use memplan::render::{self, Scene};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 const GREEDY: [&str; 5] = [
     "greedy-size-firstfit",
@@ -25,7 +28,7 @@ fn planner(name: &str) -> &'static dyn Planner {
 }
 
 /// Plans with `p`; `search` runs on one thread under a node limit (and 0.5 s for the
-/// greedy restarts of large files), so that it is fast and deterministic here
+/// large-neighbourhood search (LNS) on large files), so that it is fast and deterministic here
 /// (`tests/search.rs` tests it further).
 fn plan_any(p: &dyn Planner, problem: &Problem) -> Result<Plan, PlanError> {
     if p.name() == "search" {
@@ -413,7 +416,8 @@ fn every_planner_is_registered_after_naive() {
             "best-of",
             "strip",
             "search",
-            "exclusive"
+            "exclusive",
+            "npu"
         ]
     );
     for p in planner::all() {
@@ -548,6 +552,131 @@ proptest! {
     fn planners_are_deterministic(problem in problems()) {
         for p in planner::all() {
             prop_assert_eq!(plan_any(*p, &problem), plan_any(*p, &problem), "{}", p.name());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The large-neighbourhood search (LNS) and the time-bounded start plan.
+
+/// Runs the LNS for at most `rounds` rounds from `start`, checks its promises (a valid
+/// plan, never worse, the same result for the same seed) and returns its arena.
+fn checked_lns(problem: &Problem, start: &Plan, rounds: u64, seed: u64) -> u64 {
+    let limits = Limits {
+        deadline: Instant::now() + Duration::from_secs(60),
+        rounds,
+        target: bound::max_live(problem).unwrap(),
+        stop: None,
+    };
+    let improved = improve(problem, start, &limits, seed);
+    let report = check_naive(problem, &improved.plan);
+    assert!(report.is_valid(), "{:?}", report.violations);
+    assert_eq!(improved.plan.arena_bytes, Some(improved.arena));
+    assert!(improved.arena <= start.arena_bytes.unwrap());
+    assert!(improved.rounds <= rounds);
+    let again = improve(problem, start, &limits, seed);
+    assert_eq!(
+        again.plan, improved.plan,
+        "same seed, same rounds: same plan"
+    );
+    improved.arena
+}
+
+#[test]
+fn lns_lowers_a_stacked_plan_to_the_bound() {
+    // Four buffers live one after the other, stacked by `naive`: arena 10, bound 4.
+    let problem = Problem::from_buffers(vec![
+        Buffer::new("a", 4, 0, 2),
+        Buffer::new("b", 3, 2, 4),
+        Buffer::new("c", 2, 4, 6),
+        Buffer::new("d", 1, 6, 8),
+    ])
+    .unwrap();
+    let start = planner("naive").plan(&problem).unwrap();
+    assert_eq!(start.arena_bytes, Some(10));
+    assert_eq!(checked_lns(&problem, &start, 100, 0), 4);
+}
+
+#[test]
+fn lns_returns_an_invalid_start_unchanged() {
+    let problem =
+        Problem::from_buffers(vec![Buffer::new("a", 4, 0, 2), Buffer::new("b", 4, 1, 3)]).unwrap();
+    let overlapping = Plan::new(&problem, vec![0, 2]).unwrap();
+    let limits = Limits {
+        deadline: Instant::now() + Duration::from_secs(60),
+        rounds: 100,
+        target: 0,
+        stop: None,
+    };
+    let improved = improve(&problem, &overlapping, &limits, 0);
+    assert_eq!(improved.plan, overlapping);
+    assert_eq!(improved.rounds, 0);
+}
+
+#[test]
+fn start_plan_runs_only_the_first_candidate_past_the_deadline() {
+    let problem = holes();
+    let attempts = best_of::run_until(&problem, Instant::now());
+    let names: Vec<_> = attempts.iter().map(|a| a.planner).collect();
+    assert_eq!(names, ["greedy-size-firstfit"]);
+    let attempts = best_of::run_until(&problem, Instant::now() + Duration::from_secs(60));
+    let names: Vec<_> = attempts.iter().map(|a| a.planner).collect();
+    assert_eq!(
+        names, GREEDY,
+        "every candidate, reported in the CANDIDATES order"
+    );
+    let mut order = best_of::UNTIL_ORDER;
+    order.sort_unstable();
+    assert_eq!(order, [0, 1, 2, 3, 4]);
+}
+
+/// A problem above `EXACT_LIMIT` unfixed buffers: short lifetimes of mixed sizes.
+fn large_problem(n: u64) -> Problem {
+    let buffers = (0..n)
+        .map(|i| {
+            let start = (i * 7) % 997;
+            Buffer::new(
+                format!("t{i}"),
+                1 + (i * 37) % 61,
+                start,
+                start + 1 + (i * 13) % 9,
+            )
+        })
+        .collect();
+    Problem::from_buffers(buffers).unwrap()
+}
+
+#[test]
+fn search_on_a_large_problem_improves_deterministically_under_a_round_limit() {
+    let problem = large_problem(search::EXACT_LIMIT as u64 + 500);
+    let search = Search {
+        node_limit: Some(200),
+        time_limit: Duration::from_secs(60),
+        threads: 1,
+        ..Search::default()
+    };
+    let outcome = search.run(&problem, None).unwrap();
+    assert!(!outcome.exact);
+    assert!(check(&problem, &outcome.plan).is_valid());
+    // Measured: 622 from best-of, 599 after the 200 rounds (max-live 595).
+    assert!(outcome.arena < outcome.start_arena);
+    assert!(outcome.nodes <= 200);
+    assert!(outcome.arena >= bound::max_live(&problem).unwrap());
+    assert_eq!(
+        outcome.start_arena,
+        BestOf.plan(&problem).unwrap().arena_bytes.unwrap()
+    );
+    let again = search.run(&problem, None).unwrap();
+    assert_eq!(again.plan, outcome.plan);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn lns_never_breaks_or_worsens_a_plan(problem in problems(), seed in 0u64..4) {
+        for start in ["naive", "greedy-size-firstfit", "greedy-temporal"] {
+            checked_lns(&problem, &planner(start).plan(&problem).unwrap(), 40, seed);
         }
     }
 }
@@ -794,4 +923,142 @@ fn large_idealloc_files_plan_validly() {
     for file in files {
         plan_and_check_file(&file, check);
     }
+}
+
+/// Problems shaped like the exclusive encoding: buffer `i` lives `[i, i + 1)` (no two
+/// overlap) and random conflict pairs keep buffers apart, so reusable memory comes in
+/// scattered pieces.
+fn exclusive_problems() -> impl Strategy<Value = Problem> {
+    (
+        prop::collection::vec(
+            (1u64..=24, prop::sample::select(vec![1u64, 1, 2, 4])),
+            0..24,
+        ),
+        prop::collection::vec((0usize..24, 0usize..24), 0..120),
+    )
+        .prop_map(|(raw, pairs)| {
+            let buffers: Vec<Buffer> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &(size, alignment))| {
+                    let mut b = Buffer::new(format!("b{i}"), size, i as u64, i as u64 + 1);
+                    b.alignment = alignment;
+                    b
+                })
+                .collect();
+            let n = buffers.len();
+            let conflicts: Vec<(BufferId, BufferId)> = pairs
+                .into_iter()
+                .filter(|&(a, b)| a < n && b < n && a != b)
+                .map(|(a, b)| (BufferId(a as u32), BufferId(b as u32)))
+                .collect();
+            Problem::new(buffers, conflicts).unwrap()
+        })
+}
+
+/// Breaks one buffer's extents in a fragmented plan: `kind` 0 makes them one byte too
+/// long, 1 makes two of them overlap, 2 moves its first extent onto the first extent of
+/// a buffer it must not share bytes with. Returns the buffers the checker must name.
+fn corrupt(problem: &Problem, plan: &mut Plan, pick: usize, kind: u8) -> Option<Vec<String>> {
+    let n = problem.len();
+    if n == 0 {
+        return None;
+    }
+    let i = pick % n;
+    let name = problem.buffers()[i].name.clone();
+    let lists = plan.extents.as_mut().unwrap();
+    match kind {
+        0 => {
+            lists[i].last_mut().unwrap().len += 1;
+            Some(vec![name])
+        }
+        1 => {
+            let list = &mut lists[i];
+            if list.len() >= 2 {
+                list[1].offset = list[0].offset;
+            } else if list[0].len >= 2 {
+                // Split [o, o + L) into [o, o + L - 1) and [o + L - 2, o + L - 1).
+                let (o, len) = (list[0].offset, list[0].len);
+                list[0].len = len - 1;
+                list.push(memplan::Extent {
+                    offset: o + len - 2,
+                    len: 1,
+                });
+            } else {
+                return None;
+            }
+            Some(vec![name])
+        }
+        _ => {
+            let buffers = problem.buffers();
+            let j = (0..n).find(|&j| {
+                j != i
+                    && (buffers[i].live_together(&buffers[j])
+                        || problem.conflicts().iter().any(|&(a, b)| {
+                            (a.index(), b.index()) == (i, j) || (a.index(), b.index()) == (j, i)
+                        }))
+            })?;
+            let target = lists[j][0].offset;
+            lists[i][0].offset = target;
+            plan.offsets[i] = target;
+            Some(vec![name, buffers[j].name.clone()])
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `exclusive --fragmented` makes valid plans (extents checked by both checkers) on
+    /// lifetime problems and exclusive-shaped ones, and the checker rejects every
+    /// corruption of their extents, naming the buffer(s).
+    #[test]
+    fn fragmented_plans_pass_the_checker_and_corrupted_extents_do_not(
+        problem in prop_oneof![problems(), exclusive_problems()],
+        pick in 0usize..64,
+        kind in 0u8..3,
+    ) {
+        let plan = planner::Exclusive::FRAGMENTED.plan(&problem).unwrap();
+        let report = check_naive(&problem, &plan);
+        prop_assert!(report.is_valid(), "{:?}", report.violations);
+        prop_assert_eq!(check(&problem, &plan), report.clone());
+        prop_assert_eq!(report.arena_bytes, plan.arena_bytes);
+        let mut broken = plan.clone();
+        if let Some(names) = corrupt(&problem, &mut broken, pick, kind) {
+            broken.arena_bytes = None;
+            let report = check(&problem, &broken);
+            prop_assert_eq!(&report, &check_naive(&problem, &broken));
+            prop_assert!(!report.is_valid());
+            let text: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+            for name in names {
+                prop_assert!(
+                    text.iter().any(|t| t.contains(&format!("'{name}'"))),
+                    "{name} not named in {text:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The random exclusive-shaped problems do exercise fragmentation: some plans spread a
+/// buffer over several extents and come out smaller than the contiguous plan.
+#[test]
+fn fragmented_plans_occur_and_can_beat_contiguous_ones() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut fragmented, mut smaller) = (0, 0);
+    for _ in 0..300 {
+        let problem = exclusive_problems()
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        let plan = planner::Exclusive::FRAGMENTED.plan(&problem).unwrap();
+        assert!(check(&problem, &plan).is_valid());
+        let contiguous = planner::Exclusive::DEFAULT.plan(&problem).unwrap();
+        fragmented += usize::from(plan.is_fragmented());
+        smaller += usize::from(plan.arena_bytes < contiguous.arena_bytes);
+    }
+    assert!(
+        fragmented > 10 && smaller > 5,
+        "{fragmented} fragmented, {smaller} smaller"
+    );
 }

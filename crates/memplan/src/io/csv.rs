@@ -313,6 +313,7 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
     Ok(Plan {
         offsets: offsets.into_iter().flatten().collect(),
         arena_bytes: None,
+        extents: None,
     })
 }
 

@@ -19,7 +19,9 @@
 //! - `lower_bound_bytes`: a lower bound on any valid arena (max-live);
 //! - `alignment`: the alignment the problem was planned with;
 //! - `buffers`: one object per buffer, in problem order: `id` (name), `size`, `start` and
-//!   `end` (the half-open lifetime `[start, end)`), `offset`.
+//!   `end` (the half-open lifetime `[start, end)`), `offset`; in a fragmented plan (one
+//!   with [`Plan::extents`]) also `extents`, the buffer's pieces in order as
+//!   `{ "offset": 0, "len": 4 }` objects (`offset` is then the first piece's).
 //!
 //! Further top-level keys ([`PlanSummary::extra`]) follow them. Readers ignore keys they do
 //! not know, at the top level and inside buffers, so fields can be added.
@@ -29,7 +31,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::plan::{arena_bytes, Plan};
+use crate::plan::{Extent, Plan};
 use crate::problem::Problem;
 
 /// The top-level keys every plan JSON has, in the order they are written.
@@ -104,6 +106,19 @@ struct BufferOut<'a> {
     start: u64,
     end: u64,
     offset: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extents: Option<Vec<ExtentJson>>,
+}
+
+/// One extent in a plan JSON: `{ "offset": 0, "len": 4 }`.
+#[derive(Serialize, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an extent object with \"offset\" and \"len\""
+)]
+struct ExtentJson {
+    offset: u64,
+    len: u64,
 }
 
 /// The extra keys minus those that would repeat a fixed key.
@@ -127,9 +142,7 @@ impl Serialize for Extra<'_> {
 pub fn write_plan_json(problem: &Problem, plan: &Plan, summary: &PlanSummary) -> String {
     let out = PlanOut {
         planner: &summary.planner,
-        arena_bytes: plan
-            .arena_bytes
-            .or_else(|| arena_bytes(problem, &plan.offsets)),
+        arena_bytes: plan.arena_bytes.or_else(|| plan.recomputed_arena(problem)),
         lower_bound_bytes: summary.lower_bound_bytes,
         alignment: summary.alignment,
         buffers: problem
@@ -142,6 +155,16 @@ pub fn write_plan_json(problem: &Problem, plan: &Plan, summary: &PlanSummary) ->
                 start: b.lifetime.start,
                 end: b.lifetime.end,
                 offset: plan.offsets.get(i).copied(),
+                extents: plan.extents.as_ref().map(|lists| {
+                    lists.get(i).map_or_else(Vec::new, |l| {
+                        l.iter()
+                            .map(|e| ExtentJson {
+                                offset: e.offset,
+                                len: e.len,
+                            })
+                            .collect()
+                    })
+                }),
             })
             .collect(),
         extra: Extra(&summary.extra),
@@ -168,12 +191,52 @@ struct BufferIn {
     start: u64,
     end: u64,
     offset: u64,
+    #[serde(default)]
+    extents: Option<Vec<ExtentJson>>,
+}
+
+/// Reads what a plan JSON says besides the plan: its `planner`, `lower_bound_bytes`,
+/// `alignment` (0 and empty when absent) and every further top-level key in
+/// [`PlanSummary::extra`]. Tools use it to learn which problem a plan was made for (an
+/// `exclusive` plan records its `exclusive_rules`) before reading the plan itself.
+pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| JsonError {
+        source: source.to_string(),
+        line: (e.line() > 0).then_some(e.line()),
+        column: (e.line() > 0).then_some(e.column()),
+        message: format!("{e} (expected a plan JSON as written by memplan)"),
+    })?;
+    let Value::Object(mut map) = value else {
+        return Err(JsonError {
+            source: source.to_string(),
+            line: None,
+            column: None,
+            message: "a plan JSON is an object with \"arena_bytes\" and \"buffers\"".into(),
+        });
+    };
+    let planner = match map.remove("planner") {
+        Some(Value::String(name)) => name,
+        _ => String::new(),
+    };
+    let number = |value: Option<Value>| value.and_then(|v| v.as_u64()).unwrap_or(0);
+    let lower_bound_bytes = number(map.remove("lower_bound_bytes"));
+    let alignment = number(map.remove("alignment"));
+    map.remove("arena_bytes");
+    map.remove("buffers");
+    Ok(PlanSummary {
+        planner,
+        lower_bound_bytes,
+        alignment,
+        extra: map,
+    })
 }
 
 /// Reads a plan JSON written for `problem`.
 ///
 /// Buffers are matched by `id`: every buffer of the problem must appear exactly once, with
-/// the problem's `size`, `start` and `end`. The plan claims the file's `arena_bytes`
+/// the problem's `size`, `start` and `end`. A buffer with `extents` makes the plan
+/// fragmented, and then every buffer must have them (a plan without buffers reads as
+/// contiguous). The plan claims the file's `arena_bytes`
 /// (`None` when it is absent or `null`); whether the plan is valid is for
 /// [`crate::checker`] to say. Unknown keys are ignored.
 pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Plan, JsonError> {
@@ -197,6 +260,8 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
     })?;
     let index = problem.ids_by_name();
     let mut offsets: Vec<Option<u64>> = vec![None; problem.len()];
+    let fragmented = parsed.buffers.iter().any(|b| b.extents.is_some());
+    let mut extents: Vec<Vec<Extent>> = vec![Vec::new(); problem.len()];
     for (position, entry) in parsed.buffers.iter().enumerate() {
         let Some(i) = index.get(entry.id.as_str()).map(|id| id.index()) else {
             return Err(error(format!(
@@ -226,6 +291,25 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
             }
         }
         offsets[i] = Some(entry.offset);
+        match &entry.extents {
+            Some(list) => {
+                extents[i] = list
+                    .iter()
+                    .map(|e| Extent {
+                        offset: e.offset,
+                        len: e.len,
+                    })
+                    .collect()
+            }
+            None if fragmented => {
+                return Err(error(format!(
+                    "buffers[{position}]: buffer '{}' has no \"extents\" while other buffers \
+                     have them; in a fragmented plan every buffer lists its extents",
+                    entry.id
+                )))
+            }
+            None => {}
+        }
     }
     let missing: Vec<&str> = problem
         .buffers()
@@ -244,5 +328,6 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
     Ok(Plan {
         offsets: offsets.into_iter().flatten().collect(),
         arena_bytes: parsed.arena_bytes,
+        extents: fragmented.then_some(extents),
     })
 }

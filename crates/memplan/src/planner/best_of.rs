@@ -46,6 +46,31 @@ impl Attempt {
 /// in which they finished. Problems of fewer than [`PARALLEL_FROM`] buffers are planned on
 /// the calling thread.
 pub fn run_all(problem: &Problem) -> Vec<Attempt> {
+    run_candidates(problem, None)
+}
+
+/// The order in which [`run_until`] starts the candidates (indices into [`CANDIDATES`]):
+/// first-fit and breadth first, the two most different orders (size against busiest step;
+/// on the idealloc files one of them is the best candidate on G_1, Y_1 and pangu_2.6B),
+/// then the other best-fit orders.
+pub const UNTIL_ORDER: [usize; 5] = [0, 4, 1, 2, 3];
+
+/// Like [`run_all`], but the candidates start in [`UNTIL_ORDER`], and one after the first
+/// starts only when it is expected to end by `deadline`: when the current time plus the
+/// longest time a candidate has taken so far (the time since the start while none has
+/// finished) is at most `deadline`. Returns the attempts that ran, in [`CANDIDATES`] order;
+/// the first candidate always runs. Which candidates run depends on the timing.
+pub fn run_until(problem: &Problem, deadline: Instant) -> Vec<Attempt> {
+    run_candidates(problem, Some(deadline))
+}
+
+fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> {
+    const ALL_ORDER: [usize; 5] = [0, 1, 2, 3, 4];
+    let order = if deadline.is_some() {
+        UNTIL_ORDER
+    } else {
+        ALL_ORDER
+    };
     let workers = if problem.len() < PARALLEL_FROM {
         1
     } else {
@@ -53,13 +78,24 @@ pub fn run_all(problem: &Problem) -> Vec<Attempt> {
             .map_or(1, |n| n.get())
             .min(CANDIDATES.len())
     };
+    let started = Instant::now();
     let next = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<Attempt>>> = Mutex::new(vec![None; CANDIDATES.len()]);
+    let expected_end = || {
+        let slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+        let longest = slots.iter().flatten().map(|a| a.elapsed).max();
+        let now = Instant::now();
+        now + longest.unwrap_or(now - started)
+    };
     let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(planner) = CANDIDATES.get(i) else {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(&i) = order.get(k) else {
             break;
         };
+        if k > 0 && deadline.is_some_and(|d| expected_end() > d) {
+            break;
+        }
+        let planner = CANDIDATES[i];
         let started = Instant::now();
         let result = planner.plan(problem);
         let attempt = Attempt {
@@ -83,7 +119,7 @@ pub fn run_all(problem: &Problem) -> Vec<Attempt> {
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
-        .map(|a| a.expect("every candidate ran"))
+        .flatten()
         .collect()
 }
 
@@ -130,11 +166,25 @@ pub struct BestOf;
 impl BestOf {
     /// The best plan and the name of the planner that made it.
     pub fn plan_with_winner(&self, problem: &Problem) -> Result<(Plan, &'static str), PlanError> {
-        let mut attempts = run_all(problem);
-        let i = winner(&attempts)?;
-        let attempt = attempts.swap_remove(i);
-        Ok((attempt.result?, attempt.planner))
+        pick(run_all(problem))
     }
+
+    /// The best plan of the candidates [`run_until`] runs by `deadline` (at least the
+    /// first), and the name of the planner that made it.
+    pub fn plan_until(
+        &self,
+        problem: &Problem,
+        deadline: Instant,
+    ) -> Result<(Plan, &'static str), PlanError> {
+        pick(run_until(problem, deadline))
+    }
+}
+
+/// The winner's plan and name.
+fn pick(mut attempts: Vec<Attempt>) -> Result<(Plan, &'static str), PlanError> {
+    let i = winner(&attempts)?;
+    let attempt = attempts.swap_remove(i);
+    Ok((attempt.result?, attempt.planner))
 }
 
 impl Planner for BestOf {

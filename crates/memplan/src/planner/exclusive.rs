@@ -22,15 +22,46 @@
 //! pairs on buffers whose lifetimes never overlap (`memplan_graph::exclusive`). On a
 //! problem with lifetimes it plans like `greedy-size-firstfit`.
 //!
+//! # Fragmented
+//!
+//! [`Exclusive::FRAGMENTED`] (`--fragmented`) lets a block spread over several pieces.
+//! In the same order, each block takes the lowest free run below the pool top that holds
+//! it whole (one extent, as above); when none does, it takes the free pieces below the
+//! top from the lowest up until it has its bytes, and when all of them together are
+//! fewer than its demand, it takes them all and the pool grows by the remainder (the last
+//! piece, when it touches the top, simply extends). The plan then carries extents
+//! ([`Plan::extents`]). Only the first piece is aligned to the block's alignment; a block
+//! with a fixed offset is one piece at that offset.
+//!
+//! ```text
+//!  pool top ────── 10     T (4) may not touch R [0, 4) or Q [5, 10); P [0, 5) is not
+//!   Q [5, 10)             exclusive with T. Free below the top: [4, 5), 1 byte.
+//!  5 ──────────── 5       contiguous: T = [10, 14), pool 14
+//!   P [0, 5), R [0, 4)    fragmented: T = [4, 5) + [10, 13), pool 13
+//!  0 ────────────
+//! ```
+//!
 //! [`ExclusiveStats`] reports what the method reports: per buffer, the bytes reused from
 //! the pool as it stood and the bytes by which the pool grew.
 
 use super::{PlanError, Planner, SizeFirstFit};
-use crate::plan::Plan;
+use crate::plan::{Extent, Plan};
 use crate::problem::Problem;
 
-/// The `exclusive` planner (methods.md §1). Contiguous blocks only.
-pub struct Exclusive;
+/// The `exclusive` planner (methods.md §1): contiguous blocks ([`Exclusive::DEFAULT`]) or
+/// blocks spread over several pieces ([`Exclusive::FRAGMENTED`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exclusive {
+    /// Whether a block may take several pieces (the plan carries extents).
+    pub fragmented: bool,
+}
+
+impl Exclusive {
+    /// Contiguous blocks, the method's default.
+    pub const DEFAULT: Exclusive = Exclusive { fragmented: false };
+    /// Blocks may be spread over several reusable pieces (`--fragmented`).
+    pub const FRAGMENTED: Exclusive = Exclusive { fragmented: true };
+}
 
 impl Planner for Exclusive {
     fn name(&self) -> &'static str {
@@ -42,8 +73,158 @@ impl Planner for Exclusive {
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
-        SizeFirstFit.plan(problem)
+        if self.fragmented {
+            plan_fragmented(problem)
+        } else {
+            SizeFirstFit.plan(problem)
+        }
     }
+}
+
+/// The method's order: size descending; ties: lifetime start, then id.
+fn method_order(problem: &Problem) -> Vec<usize> {
+    let buffers = problem.buffers();
+    let mut order: Vec<usize> = (0..buffers.len()).collect();
+    order.sort_unstable_by_key(|&i| {
+        (
+            std::cmp::Reverse(buffers[i].size),
+            buffers[i].lifetime.start,
+            i,
+        )
+    });
+    order
+}
+
+/// [`Exclusive::FRAGMENTED`]. O(n² + n·e log e) for `n` buffers and `e` extents placed.
+fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
+    let buffers = problem.buffers();
+    let n = buffers.len();
+    let mut partners: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for &(a, b) in problem.conflicts() {
+        partners[a.index()].push(b.index());
+        partners[b.index()].push(a.index());
+    }
+    let must_not_share =
+        |i: usize, j: usize| partners[i].contains(&j) || buffers[i].live_together(&buffers[j]);
+    let mut extents: Vec<Vec<Extent>> = vec![Vec::new(); n];
+    let mut placed: Vec<usize> = Vec::with_capacity(n);
+    let mut top = 0u64;
+    // Fixed buffers first, in id order, each one piece at its offset.
+    for (i, buffer) in buffers.iter().enumerate() {
+        let Some(offset) = buffer.fixed_offset else {
+            continue;
+        };
+        let end = offset + buffer.size; // `Problem::new` guarantees it fits.
+        if let Some(&j) = placed.iter().find(|&&j| {
+            must_not_share(i, j)
+                && extents[j]
+                    .iter()
+                    .any(|e| e.offset < end && offset < e.offset + e.len)
+        }) {
+            return Err(PlanError::FixedOffsetsClash {
+                a: buffers[j].name.clone(),
+                b: buffer.name.clone(),
+            });
+        }
+        extents[i].push(Extent {
+            offset,
+            len: buffer.size,
+        });
+        placed.push(i);
+        top = top.max(end);
+    }
+    let mut blocked: Vec<(u64, u64)> = Vec::new();
+    for i in method_order(problem) {
+        if buffers[i].fixed_offset.is_some() {
+            continue;
+        }
+        blocked.clear();
+        for &j in &placed {
+            if must_not_share(i, j) {
+                blocked.extend(extents[j].iter().map(|e| (e.offset, e.offset + e.len)));
+            }
+        }
+        blocked.sort_unstable();
+        let free = free_runs(&blocked, top);
+        extents[i] = take(&free, top, buffers[i].size, buffers[i].alignment)?;
+        for e in &extents[i] {
+            top = top.max(e.offset + e.len);
+        }
+        placed.push(i);
+    }
+    Plan::fragmented(problem, extents).ok_or(PlanError::ArenaOverflow)
+}
+
+/// The maximal runs of `[0, top)` outside the sorted ranges `blocked`.
+fn free_runs(blocked: &[(u64, u64)], top: u64) -> Vec<(u64, u64)> {
+    let mut free = Vec::new();
+    let mut cursor = 0u64;
+    for &(lo, hi) in blocked {
+        if lo > cursor {
+            free.push((cursor, lo.min(top)));
+        }
+        cursor = cursor.max(hi);
+    }
+    if cursor < top {
+        free.push((cursor, top));
+    }
+    free.retain(|&(lo, hi)| lo < hi);
+    free
+}
+
+/// The extents of a block of `size` bytes: the lowest free run that holds it whole from an
+/// aligned start, else free pieces from the lowest up (the first from an aligned start)
+/// and, for what they lack, the pool above `top` (extending a piece that ends at `top`).
+fn take(
+    free: &[(u64, u64)],
+    top: u64,
+    size: u64,
+    alignment: u64,
+) -> Result<Vec<Extent>, PlanError> {
+    let align_up = |x: u64| -> Result<u64, PlanError> {
+        x.div_ceil(alignment)
+            .checked_mul(alignment)
+            .ok_or(PlanError::ArenaOverflow)
+    };
+    for &(lo, hi) in free {
+        let start = align_up(lo)?;
+        if start < hi && hi - start >= size {
+            return Ok(vec![Extent {
+                offset: start,
+                len: size,
+            }]);
+        }
+    }
+    let mut pieces: Vec<Extent> = Vec::new();
+    let mut need = size;
+    for &(lo, hi) in free {
+        let start = if pieces.is_empty() { align_up(lo)? } else { lo };
+        if start >= hi {
+            continue;
+        }
+        let len = (hi - start).min(need);
+        pieces.push(Extent { offset: start, len });
+        need -= len;
+        if need == 0 {
+            return Ok(pieces);
+        }
+    }
+    match pieces.last_mut() {
+        Some(last) if last.offset + last.len == top => last.len += need,
+        Some(_) => pieces.push(Extent {
+            offset: top,
+            len: need,
+        }),
+        None => pieces.push(Extent {
+            offset: align_up(top)?,
+            len: need,
+        }),
+    }
+    let last = pieces.last().expect("a piece was just pushed or extended");
+    last.offset
+        .checked_add(last.len)
+        .ok_or(PlanError::ArenaOverflow)?;
+    Ok(pieces)
 }
 
 /// The method's own accounting of a plan, replayed in the method's order.
@@ -62,30 +243,32 @@ pub struct ExclusiveStats {
 /// the part above it (new pool). `None` when the plan does not fit the problem or a sum
 /// overflows.
 pub fn exclusive_stats(problem: &Problem, plan: &Plan) -> Option<ExclusiveStats> {
-    if plan.offsets.len() != problem.len() {
+    if plan.offsets.len() != problem.len()
+        || plan
+            .extents
+            .as_ref()
+            .is_some_and(|l| l.len() != problem.len())
+    {
         return None;
     }
     let buffers = problem.buffers();
-    let mut order: Vec<usize> = (0..buffers.len()).collect();
-    order.sort_unstable_by_key(|&i| {
-        (
-            std::cmp::Reverse(buffers[i].size),
-            buffers[i].lifetime.start,
-            i,
-        )
-    });
     let mut stats = ExclusiveStats {
         buffers: buffers.len(),
         ..ExclusiveStats::default()
     };
     let mut top = 0u64;
-    for i in order {
-        let start = plan.offsets[i];
-        let end = start.checked_add(buffers[i].size)?;
-        let reused = top.min(end).saturating_sub(start);
-        stats.reused_bytes = stats.reused_bytes.checked_add(reused)?;
+    for i in method_order(problem) {
+        let mut new_top = top;
+        for extent in plan
+            .extents_of(crate::BufferId(i as u32), buffers[i].size)
+            .iter()
+        {
+            let end = extent.end()?;
+            let reused = top.min(end).saturating_sub(extent.offset);
+            stats.reused_bytes = stats.reused_bytes.checked_add(reused)?;
+            new_top = new_top.max(end);
+        }
         // A block placed above the top leaves a hole below it; the pool grows by both.
-        let new_top = top.max(end);
         stats.new_pool_bytes = stats.new_pool_bytes.checked_add(new_top - top)?;
         top = new_top;
     }
@@ -96,6 +279,7 @@ pub fn exclusive_stats(problem: &Problem, plan: &Plan) -> Option<ExclusiveStats>
 mod tests {
     use super::*;
     use crate::checker::check;
+    use crate::plan::Extent;
     use crate::problem::{Buffer, BufferId};
 
     /// methods.md §1 with the method's own table of exclusive pairs, encoded as conflict
@@ -123,7 +307,7 @@ mod tests {
             .iter()
             .flat_map(|&(a, bs)| bs.iter().map(move |&b| (BufferId(a - 1), BufferId(b - 1))));
         let problem = Problem::new(buffers, pairs).unwrap();
-        let plan = Exclusive.plan(&problem).unwrap();
+        let plan = Exclusive::DEFAULT.plan(&problem).unwrap();
         let report = check(&problem, &plan);
         assert!(report.is_valid(), "{:?}", report.violations);
         assert_eq!(report.arena_bytes, Some(46 * mb));
@@ -138,5 +322,49 @@ mod tests {
         assert_eq!(stats.new_pool_bytes, 46 * mb);
         assert_eq!(stats.reused_bytes, 23 * mb);
         assert_eq!(stats.buffers, 8);
+    }
+
+    /// The module's picture, computed by hand: P 5, Q 5, R 4, T 4 (in that order; R
+    /// before T by lifetime start); exclusive pairs P–Q, Q–R, R–T, Q–T. P [0, 5);
+    /// Q [5, 10); R [0, 4) inside P; T may use only [4, 5) (P's bytes outside R):
+    /// contiguous it goes on top at [10, 14), fragmented it takes [4, 5) and grows the
+    /// pool by the remaining 3 bytes: [10, 13).
+    #[test]
+    fn fragmented_takes_the_reusable_pieces_and_grows_by_the_remainder() {
+        let names = ["P", "Q", "R", "T"];
+        let sizes = [5, 5, 4, 4];
+        let buffers = names
+            .iter()
+            .zip(sizes)
+            .enumerate()
+            .map(|(i, (name, size))| Buffer::new(*name, size, i as u64, i as u64 + 1))
+            .collect();
+        let pairs = [(0, 1), (1, 2), (2, 3), (1, 3)].map(|(a, b)| (BufferId(a), BufferId(b)));
+        let problem = Problem::new(buffers, pairs).unwrap();
+
+        let contiguous = Exclusive::DEFAULT.plan(&problem).unwrap();
+        assert!(check(&problem, &contiguous).is_valid());
+        assert_eq!(contiguous.offsets, [0, 5, 0, 10]);
+        assert_eq!(contiguous.arena_bytes, Some(14));
+
+        let fragmented = Exclusive::FRAGMENTED.plan(&problem).unwrap();
+        let report = check(&problem, &fragmented);
+        assert!(report.is_valid(), "{:?}", report.violations);
+        assert_eq!(report.arena_bytes, Some(13));
+        let e = |offset, len| Extent { offset, len };
+        assert_eq!(
+            fragmented.extents,
+            Some(vec![
+                vec![e(0, 5)],
+                vec![e(5, 5)],
+                vec![e(0, 4)],
+                vec![e(4, 1), e(10, 3)],
+            ])
+        );
+        assert_eq!(fragmented.offsets, [0, 5, 0, 4]);
+        assert!(fragmented.is_fragmented());
+        // The method's accounting: R reuses 4 bytes, T 1; the pool ends at 13.
+        let stats = exclusive_stats(&problem, &fragmented).unwrap();
+        assert_eq!((stats.reused_bytes, stats.new_pool_bytes), (5, 13));
     }
 }

@@ -16,6 +16,7 @@
 //! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
+//! | `npu` | groups, then widest step first (methods.md §2) | shared objects, end to end |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is
 //! deterministic.
@@ -34,7 +35,9 @@ pub mod best_of;
 mod breadth;
 pub mod exclusive;
 mod greedy;
+pub mod lns;
 mod naive;
+pub mod npu;
 mod placement;
 pub mod search;
 pub mod strip;
@@ -44,6 +47,7 @@ pub use breadth::Breadth;
 pub use exclusive::{exclusive_stats, Exclusive, ExclusiveStats};
 pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
+pub use npu::{Match, Npu, NpuStats};
 pub use search::Search;
 pub use strip::{Metric, Stop, Strip, StripOutcome};
 
@@ -80,7 +84,8 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &BestOf,
         &Strip::DEFAULT,
         &Search::DEFAULT,
-        &Exclusive,
+        &Exclusive::DEFAULT,
+        &Npu { rule: Match::Size },
     ]
 }
 

@@ -482,7 +482,7 @@ impl<'p> Engine<'p> {
 }
 
 /// Appends the merge of two sorted runs to `out`.
-fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
+pub(crate) fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
     out.reserve(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {

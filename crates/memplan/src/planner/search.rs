@@ -63,22 +63,24 @@
 //! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
 //! with one they alternate under the node budgets.
 //!
-//! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: the
-//! time goes to greedy restarts with randomly perturbed size orders.
+//! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: they
+//! start from the greedy candidates that fit in 3/4 of the time limit
+//! ([`super::best_of::run_until`]) and the rest goes to the large-neighbourhood search (LNS)
+//! ([`super::lns`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::placement::{plan_in_order, Fit};
+use super::lns::{improve, Improved, Limits};
 use super::{BestOf, PlanError, Planner};
 use crate::bound::max_live;
 use crate::checker::check;
 use crate::plan::Plan;
 use crate::problem::Problem;
 
-/// Above this many buffers without a fixed offset, [`Search`] does greedy restarts
-/// instead of the exact search (whose nodes cost `O(n + sections)` each).
+/// Above this many buffers without a fixed offset, [`Search`] runs the large-neighbourhood
+/// search (LNS) instead of the exact search (whose nodes cost `O(n + sections)` each).
 pub const EXACT_LIMIT: usize = 2000;
 
 /// The pruning rules of the exact search; all but `decompose` on by [`Default`]. Switching one off never
@@ -174,10 +176,10 @@ pub struct Search {
     /// With one thread and a node limit that ends the search before the time limit, the
     /// result is deterministic.
     pub node_limit: Option<u64>,
-    /// Seed of the preorder rotation and of the greedy perturbations.
+    /// Seed of the preorder rotation and of the large-neighbourhood search.
     pub seed: u64,
     /// Worker threads; 0 for every available core. The exact search uses at most 2 (an
-    /// improver and a prover), the greedy restarts all of them.
+    /// improver and a prover), the large-neighbourhood search all of them (one chain each).
     pub threads: usize,
     /// The pruning rules.
     pub rules: Rules,
@@ -238,7 +240,8 @@ pub struct Outcome {
     pub lower_bound: u64,
     /// True when no valid plan has a smaller arena.
     pub proven_optimal: bool,
-    /// Search nodes visited (all threads); 0 when no exact search ran.
+    /// Search nodes visited (all threads); without the exact search, the rounds of the
+    /// large-neighbourhood search (LNS).
     pub nodes: u64,
     /// When the returned plan was found, from the start.
     pub found_after: Duration,
@@ -246,7 +249,7 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// Why it stopped.
     pub stop: Stop,
-    /// True when the exact search ran (false: greedy restarts only).
+    /// True when the exact search ran (false: the large-neighbourhood search).
     pub exact: bool,
 }
 
@@ -289,14 +292,21 @@ impl Search {
         progress: Option<OnProgress>,
     ) -> Result<Outcome, PlanError> {
         let started = Instant::now();
-        let start = BestOf.plan(problem)?;
-        let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let unfixed = problem
             .buffers()
             .iter()
             .filter(|b| b.fixed_offset.is_none())
             .count();
         let exact = unfixed <= EXACT_LIMIT;
+        let start = if exact {
+            BestOf.plan(problem)?
+        } else {
+            // Large: the greedy candidates that fit in 3/4 of the time, the rest goes to the LNS.
+            BestOf
+                .plan_until(problem, started + (self.time_limit - self.time_limit / 4))?
+                .0
+        };
+        let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let (g, fixed_top) = granularity(problem);
         let bound = max_live(problem)
             .unwrap_or(0)
@@ -334,7 +344,7 @@ impl Search {
                 };
                 run_threads(roles.len(), |i| drive(&model, &shared, self, roles[i]));
             } else {
-                run_threads(threads, |i| perturb(problem, &shared, self.seed, i as u64));
+                large_neighbourhood(problem, &start, &shared, self.seed, threads);
             }
         }
         let best = shared.best.load(Ordering::Relaxed);
@@ -1205,53 +1215,46 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Greedy restarts for problems too large for the exact search.
+// The large-neighbourhood search for problems too large for the exact search.
 
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// Plans with largest-first orders whose sizes are scaled by random factors in
-/// `[1 - e, 1 + e]` (e cycling through 1%, 3%, 10%), first-fit and best-fit alternately,
-/// until the shared search is done; offers every plan.
-fn perturb(problem: &Problem, shared: &Shared, seed: u64, thread: u64) {
-    let mut rng = Rng(seed ^ thread.wrapping_mul(0x5851_f42d_4c95_7f2d));
-    let buffers = problem.buffers();
-    let mut attempt = thread;
-    while !shared.done.load(Ordering::Relaxed) && Instant::now() < shared.deadline {
-        let spread = [0.01, 0.03, 0.1][(attempt / 2 % 3) as usize];
-        let fit = if attempt % 2 == 0 {
-            Fit::Best
-        } else {
-            Fit::First
-        };
-        let mut keyed: Vec<(f64, u32)> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let unit = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-                (
-                    b.size as f64 * (1.0 + spread * (2.0 * unit - 1.0)),
-                    i as u32,
-                )
-            })
-            .collect();
-        keyed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        if let Ok(plan) = plan_in_order(problem, keyed.into_iter().map(|(_, i)| i), fit) {
-            if let Some(arena) = plan.arena_bytes {
-                shared.offer(arena, || plan.offsets);
-            }
+/// Large problems: one LNS ([`improve`]) chain per thread from the start plan (seeds `seed`,
+/// `seed + 1`, ...; the node limit split evenly, a round counting as a node), stopping
+/// all when one reaches the lower bound; the best result (ties: the lowest thread) is
+/// offered. With one thread, or when no chain reaches the bound, the result depends only
+/// on the seed, the thread count and the rounds run.
+fn large_neighbourhood(
+    problem: &Problem,
+    start: &Plan,
+    shared: &Shared,
+    seed: u64,
+    threads: usize,
+) {
+    let reached = AtomicBool::new(false);
+    let limits = Limits {
+        deadline: shared.deadline,
+        rounds: shared.node_limit.div_ceil(threads as u64),
+        target: shared.lower.load(Ordering::Relaxed),
+        stop: Some(&reached),
+    };
+    let results: Mutex<Vec<Option<Improved>>> = Mutex::new(vec![None; threads]);
+    run_threads(threads, |i| {
+        let improved = improve(problem, start, &limits, seed.wrapping_add(i as u64));
+        if improved.arena <= limits.target {
+            reached.store(true, Ordering::Relaxed);
         }
-        attempt += 2;
-        shared.poll(0);
+        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(improved);
+    });
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let rounds = results.iter().flatten().map(|r| r.rounds).sum();
+    shared.poll(rounds);
+    if let Some(best) = results.into_iter().flatten().min_by_key(|r| r.arena) {
+        let found_after = best
+            .improved_at
+            .map(|at| at.saturating_duration_since(shared.started));
+        shared.offer(best.arena, || best.plan.offsets);
+        if let Some(found_after) = found_after {
+            let mut incumbent = shared.incumbent.lock().unwrap_or_else(|e| e.into_inner());
+            incumbent.found_after = found_after;
+        }
     }
 }

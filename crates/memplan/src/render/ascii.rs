@@ -50,10 +50,7 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
     let mut grid = vec![vec![b'.'; columns]; rows];
     for (i, b) in buffers.iter().enumerate() {
         let symbol = SYMBOLS[i % SYMBOLS.len()];
-        let (lo, hi) = (
-            scene.offset(i) as f64,
-            scene.offset(i).saturating_add(b.size) as f64,
-        );
+        let pieces = scene.pieces(i, b.size);
         b.for_each_live_segment(|s| {
             for (c, _) in (0..columns)
                 .map(|c| (c, step_of(c)))
@@ -61,7 +58,10 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
             {
                 for (r, row) in grid.iter_mut().enumerate() {
                     let a = address_of(r);
-                    if lo <= a && a < hi {
+                    if pieces
+                        .iter()
+                        .any(|&(lo, hi)| lo as f64 <= a && a < hi as f64)
+                    {
                         row[c] = symbol;
                     }
                 }
@@ -158,7 +158,7 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
                 b.name,
                 b.size,
                 b.lifetime.to_string(),
-                scene.offset(i)
+                placement(scene, i, b.size)
             );
         }
     } else {
@@ -170,6 +170,20 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
         );
     }
     out
+}
+
+/// `offset` of a contiguous buffer, or its extents `[lo, hi) + [lo, hi) ...` when it
+/// has several.
+fn placement(scene: &Scene<'_>, i: usize, size: u64) -> String {
+    let pieces = scene.pieces(i, size);
+    if pieces.len() == 1 && scene.plan.extents.is_none() {
+        return scene.offset(i).to_string();
+    }
+    let ranges: Vec<String> = pieces
+        .iter()
+        .map(|(lo, hi)| format!("[{lo}, {hi})"))
+        .collect();
+    format!("{} ({})", scene.offset(i), ranges.join(" + "))
 }
 
 #[cfg(test)]
@@ -214,5 +228,28 @@ mod tests {
             Some(0),
         );
         assert!(text.contains("+----"));
+    }
+
+    #[test]
+    fn every_extent_of_a_fragmented_plan_is_drawn_and_listed() {
+        use crate::plan::Extent;
+        let problem =
+            Problem::from_buffers(vec![Buffer::new("a", 4, 0, 2), Buffer::new("b", 6, 1, 3)])
+                .unwrap();
+        let e = |offset, len| Extent { offset, len };
+        let plan = Plan::fragmented(&problem, vec![vec![e(2, 4)], vec![e(0, 2), e(6, 4)]]).unwrap();
+        let scene = Scene {
+            problem: &problem,
+            plan: &plan,
+            title: "t",
+        };
+        let text = render(&scene, None);
+        assert!(text.contains("offset 0 ([0, 2) + [6, 10))"), "{text}");
+        let picture = crate::render::svg::render(&scene, None);
+        assert!(picture.contains("offset 0 to 2, 6 to 10"), "{picture}");
+        // One rectangle per extent (b has one live segment).
+        let group = &picture[picture.find("<title>b:").unwrap()..];
+        let group = &group[..group.find("</g>").unwrap()];
+        assert_eq!(group.matches("<rect").count(), 2, "{group}");
     }
 }

@@ -38,13 +38,31 @@ impl Scene<'_> {
         self.plan.offsets.get(i).copied().unwrap_or(0)
     }
 
-    /// `max(offset + size)`, saturating.
+    /// The address ranges `[start, end)` of buffer `i` (of `size` bytes), saturating: one
+    /// per extent in a fragmented plan, else `[offset, offset + size)`. A fragmented plan
+    /// without a list for `i` draws nothing for it.
+    fn pieces(&self, i: usize, size: u64) -> Vec<(u64, u64)> {
+        match &self.plan.extents {
+            Some(lists) => lists.get(i).map_or_else(Vec::new, |l| {
+                l.iter()
+                    .map(|e| (e.offset, e.offset.saturating_add(e.len)))
+                    .collect()
+            }),
+            None => {
+                let offset = self.offset(i);
+                vec![(offset, offset.saturating_add(size))]
+            }
+        }
+    }
+
+    /// The end of the highest piece, saturating.
     fn arena(&self) -> u64 {
         self.problem
             .buffers()
             .iter()
             .enumerate()
-            .map(|(i, b)| self.offset(i).saturating_add(b.size))
+            .flat_map(|(i, b)| self.pieces(i, b.size))
+            .map(|(_, end)| end)
             .max()
             .unwrap_or(0)
     }

@@ -174,29 +174,39 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
     let _ = writeln!(out, r#"<g id="buffers"{stroke}>"#);
     let mut labels = String::new();
     for (i, b) in buffers.iter().enumerate() {
-        let offset = scene.offset(i);
-        let end = offset.saturating_add(b.size);
+        let pieces = scene.pieces(i, b.size);
+        let where_: Vec<String> = pieces
+            .iter()
+            .map(|(lo, hi)| format!("{lo} to {hi}"))
+            .collect();
         let _ = writeln!(
             out,
-            r#"<g fill="{}"><title>{}: {} B ({}), lifetime {}, offset {} to {}</title>"#,
+            r#"<g fill="{}"><title>{}: {} B ({}), lifetime {}, offset {}</title>"#,
             colour(i),
             escape(&b.name),
             b.size,
             short_bytes(b.size),
             b.lifetime,
-            offset,
-            end
+            where_.join(", ")
         );
-        let (y_top, y_bottom) = (map_y(end.min(top_value)), map_y(offset.min(top_value)));
+        // The label goes on the first piece.
+        let (mut y_top, mut y_bottom) = (0.0, 0.0);
+        for (k, &(offset, end)) in pieces.iter().enumerate() {
+            let (top_y, bottom_y) = (map_y(end.min(top_value)), map_y(offset.min(top_value)));
+            if k == 0 {
+                (y_top, y_bottom) = (top_y, bottom_y);
+            }
+            let h = bottom_y - top_y;
+            b.for_each_live_segment(|s| {
+                let (x0, x1) = (x(s.start), x(s.end));
+                let _ = writeln!(
+                    out,
+                    r#"<rect x="{x0:.2}" y="{top_y:.2}" width="{:.2}" height="{h:.2}"/>"#,
+                    x1 - x0
+                );
+            });
+        }
         let h = y_bottom - y_top;
-        b.for_each_live_segment(|s| {
-            let (x0, x1) = (x(s.start), x(s.end));
-            let _ = writeln!(
-                out,
-                r#"<rect x="{x0:.2}" y="{y_top:.2}" width="{:.2}" height="{h:.2}"/>"#,
-                x1 - x0
-            );
-        });
         out.push_str("</g>\n");
         if buffers.len() <= LABELLED {
             let (x0, x1) = (x(b.lifetime.start), x(b.lifetime.end));

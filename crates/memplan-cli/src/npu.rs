@@ -1,0 +1,403 @@
+//! `--planner npu` (methods.md §2): the `--platform` and `--match` flags, the problem and
+//! groups the planner runs on, its report, and `memplan inspect --operators`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use memplan::planner::npu::{assign, Assignment, Groups, Match};
+use memplan::planner::PlanError;
+use memplan::{Plan, Problem};
+use memplan_graph::{Analysis, Graph, OperatorConfig, Platform};
+use serde_json::json;
+
+use crate::commands::emit;
+use crate::input::{self, GraphSettings, Loaded};
+use crate::table::{bytes, columns, key_values};
+use crate::InspectFormat;
+
+/// `--platform`: the platform description of `--planner npu` and `inspect --operators`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct PlatformArg {
+    /// npu: the platform description, a JSON file (see doc/npu.md); default: the shipped
+    /// profile platforms/default-npu.json.
+    #[arg(long, value_name = "FILE")]
+    pub platform: Option<PathBuf>,
+}
+
+/// The flags of `--planner npu` (ignored by the other planners).
+#[derive(Args, Clone, Debug, Default)]
+pub struct NpuArgs {
+    #[command(flatten)]
+    pub platform: PlatformArg,
+    /// npu: how a tensor picks a buffer of the pool: the closest size at least its own,
+    /// or the closest usage period in time (grown when smaller).
+    #[arg(long = "match", value_enum, default_value_t = MatchArg::Size)]
+    pub match_rule: MatchArg,
+}
+
+/// `--match`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum MatchArg {
+    /// Among free buffers of size ≥ the tensor's, the one whose size differs least.
+    #[default]
+    Size,
+    /// Among free buffers, the one whose usage periods are closest in time.
+    Lifetime,
+}
+
+impl MatchArg {
+    fn rule(self) -> Match {
+        match self {
+            MatchArg::Size => Match::Size,
+            MatchArg::Lifetime => Match::Lifetime,
+        }
+    }
+}
+
+impl NpuArgs {
+    /// True when `--platform` or a non-default `--match` was given.
+    pub fn is_set(&self) -> bool {
+        self.platform.platform.is_some() || self.match_rule != MatchArg::Size
+    }
+}
+
+impl PlatformArg {
+    /// The platform file's description, or the shipped default; and how to name it.
+    pub fn load(&self) -> Result<(Platform, String)> {
+        match &self.platform {
+            None => Ok((Platform::default_profile(), "built-in default".to_string())),
+            Some(path) => {
+                let text = input::read_text(path)?;
+                let source = path.display().to_string();
+                Ok((Platform::parse(&text, &source)?, source))
+            }
+        }
+    }
+}
+
+/// The graph side of a prepared run.
+pub struct GraphPart {
+    pub graph: Graph,
+    /// The analysis with the platform's in-place operators.
+    pub analysis: Analysis,
+    pub configs: Vec<OperatorConfig>,
+}
+
+/// What `--planner npu` plans: the problem, the method's groups, the platform.
+pub struct Prepared {
+    pub problem: Problem,
+    pub groups: Groups,
+    pub rule: Match,
+    pub platform: Platform,
+    /// The platform file's path, or `built-in default`.
+    pub platform_source: String,
+    /// `None` for a minimalloc CSV: every step is an operator of group 3.
+    pub graph: Option<GraphPart>,
+}
+
+impl Prepared {
+    /// Runs the allocation.
+    pub fn assign(&self) -> Result<Assignment, PlanError> {
+        assign(&self.problem, &self.groups, self.rule)
+    }
+}
+
+/// The problem and groups of `--planner npu` for a loaded file, with every alignment
+/// raised to the platform's and to `alignment`. A graph is analysed again with the
+/// platform's in-place operators (the default profile's are the analysis' own, so the
+/// problem is the one every planner plans); a minimalloc CSV has no operators, so every
+/// start step is one of group 3.
+pub fn prepare(
+    file: &Path,
+    loaded: &Loaded,
+    settings: &GraphSettings,
+    args: &NpuArgs,
+    alignment: u64,
+) -> Result<Prepared> {
+    let (platform, platform_source) = args.platform.load()?;
+    let rule = args.match_rule.rule();
+    let Some((graph, _)) = &loaded.graph else {
+        let problem = loaded
+            .problem
+            .with_alignment(platform.alignment)?
+            .with_alignment(alignment)?;
+        let groups = Groups::steps_only(&problem);
+        return Ok(Prepared {
+            problem,
+            groups,
+            rule,
+            platform,
+            platform_source,
+            graph: None,
+        });
+    };
+    let analysis = memplan_graph::analyse_for(graph, settings.order, settings.options, &platform)
+        .with_context(|| format!("'{}'", file.display()))?;
+    let input = memplan_graph::npu_input(graph, &analysis, &platform, alignment)
+        .with_context(|| format!("'{}'", file.display()))?;
+    Ok(Prepared {
+        problem: input.problem,
+        groups: input.groups,
+        rule,
+        platform,
+        platform_source,
+        graph: Some(GraphPart {
+            graph: graph.clone(),
+            analysis,
+            configs: input.configs,
+        }),
+    })
+}
+
+/// The tensors of each shared buffer: the values of its blocks (graph), or the buffer
+/// names (CSV).
+fn tensors_of(prepared: &Prepared, assignment: &Assignment) -> Vec<Vec<String>> {
+    assignment
+        .objects
+        .iter()
+        .map(|object| {
+            object
+                .members
+                .iter()
+                .flat_map(|&b| match &prepared.graph {
+                    Some(part) => part.analysis.buffer_values[b.index()]
+                        .iter()
+                        .map(|&v| part.graph.value(v).name.clone())
+                        .collect(),
+                    None => vec![prepared.problem.buffer(b).name.clone()],
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Group sizes as `N accelerated, M in-place, K other`.
+fn group_counts(configs: &[OperatorConfig]) -> String {
+    let count = |g| configs.iter().filter(|c| c.group == g).count();
+    format!(
+        "{} accelerated, {} in-place, {} other",
+        count(memplan_graph::OpGroup::Accelerated),
+        count(memplan_graph::OpGroup::InPlace),
+        count(memplan_graph::OpGroup::Other)
+    )
+}
+
+/// The plan JSON's npu fields: platform, match rule, statistics, and every shared buffer
+/// with its offset and tensors.
+pub fn json_extras(
+    prepared: &Prepared,
+    assignment: &Assignment,
+    extra: &mut serde_json::Map<String, serde_json::Value>,
+) {
+    let stats = assignment.stats;
+    extra.insert("platform".into(), json!(prepared.platform.name));
+    extra.insert(
+        "accelerator_buffers".into(),
+        json!(prepared.platform.accelerator_buffers.name()),
+    );
+    extra.insert("match".into(), json!(prepared.rule.name()));
+    extra.insert("pool_buffers".into(), json!(stats.buffers));
+    extra.insert("dedicated_buffers".into(), json!(stats.dedicated_buffers));
+    extra.insert("reused_bytes".into(), json!(stats.reused_bytes));
+    extra.insert("new_pool_bytes".into(), json!(stats.new_pool_bytes));
+    extra.insert("grown_bytes".into(), json!(stats.grown_bytes));
+    let offsets = object_offsets(assignment, &assignment.plan);
+    let list: Vec<_> = assignment
+        .objects
+        .iter()
+        .zip(tensors_of(prepared, assignment))
+        .zip(offsets)
+        .map(|((object, tensors), offset)| {
+            json!({
+                "size": object.size,
+                "offset": offset,
+                "dedicated": object.dedicated,
+                "tensors": tensors,
+            })
+        })
+        .collect();
+    extra.insert("shared_buffers".into(), json!(list));
+}
+
+/// Each object's offset: its first member's.
+fn object_offsets(assignment: &Assignment, plan: &Plan) -> Vec<u64> {
+    assignment
+        .objects
+        .iter()
+        .map(|o| o.members.first().map_or(0, |&m| plan.offset(m)))
+        .collect()
+}
+
+/// The key-value rows of the plan table.
+pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static str, String)> {
+    let stats = assignment.stats;
+    let mut rows = vec![
+        (
+            "platform",
+            format!(
+                "{} ({}), alignment {}, accelerator buffers {}",
+                prepared.platform.name,
+                prepared.platform_source,
+                prepared.platform.alignment,
+                prepared.platform.accelerator_buffers.name()
+            ),
+        ),
+        ("match", prepared.rule.name().to_string()),
+    ];
+    if let Some(part) = &prepared.graph {
+        rows.push(("operators", group_counts(&part.configs)));
+    }
+    let mut pool = format!(
+        "{} shared buffers ({} dedicated), {} reused, {} new pool",
+        stats.buffers,
+        stats.dedicated_buffers,
+        bytes(stats.reused_bytes),
+        bytes(stats.new_pool_bytes)
+    );
+    if stats.grown_bytes > 0 {
+        pool.push_str(&format!(" ({} by growing)", bytes(stats.grown_bytes)));
+    }
+    rows.push(("pool", pool));
+    rows
+}
+
+/// `memplan inspect --operators`: every operator's configuration (methods.md §2).
+pub fn inspect_operators(
+    file: &Path,
+    format: InspectFormat,
+    settings: &GraphSettings,
+    platform: &PlatformArg,
+) -> Result<ExitCode> {
+    let (platform, source) = platform.load()?;
+    let graph = input::read_graph(file, &settings.import)?;
+    let analysis = memplan_graph::analyse_for(&graph, settings.order, settings.options, &platform)
+        .with_context(|| format!("'{}'", file.display()))?;
+    let configs = memplan_graph::operator_configs(&graph, &analysis, &platform)
+        .with_context(|| format!("'{}'", file.display()))?;
+    let buffers = analysis.problem.buffers();
+    let text = match format {
+        InspectFormat::Csv => {
+            let mut out =
+                String::from("step,operator,op_type,group,width,tensor,bytes,start,end\n");
+            for c in &configs {
+                let node = graph.node(c.node);
+                for &b in &c.present {
+                    let t = &buffers[b.index()];
+                    out.push_str(&format!(
+                        "{},{},{},{},{},{},{},{},{}\n",
+                        c.step,
+                        crate::inspect::csv_field(&node.name),
+                        crate::inspect::csv_field(&node.op_type),
+                        c.group.name(),
+                        c.width,
+                        crate::inspect::csv_field(&t.name),
+                        t.size,
+                        t.lifetime.start,
+                        t.lifetime.end
+                    ));
+                }
+            }
+            out
+        }
+        InspectFormat::Json => {
+            let operators: Vec<_> = configs
+                .iter()
+                .map(|c| {
+                    let node = graph.node(c.node);
+                    let tensors: Vec<_> = c
+                        .present
+                        .iter()
+                        .map(|&b| {
+                            let t = &buffers[b.index()];
+                            json!({"name": t.name, "bytes": t.size, "start": t.lifetime.start, "end": t.lifetime.end})
+                        })
+                        .collect();
+                    json!({
+                        "step": c.step,
+                        "name": node.name,
+                        "op_type": node.op_type,
+                        "group": c.group.name(),
+                        "width": c.width,
+                        "tensors": tensors,
+                    })
+                })
+                .collect();
+            let value = json!({
+                "graph": graph.name,
+                "platform": platform.name,
+                "order": settings.order.name(),
+                "operators": operators,
+            });
+            format!("{}\n", serde_json::to_string_pretty(&value)?)
+        }
+        InspectFormat::Table => {
+            let mut out = key_values(&[
+                ("file", file.display().to_string()),
+                (
+                    "graph",
+                    format!("'{}': {} nodes", graph.name, graph.nodes().len()),
+                ),
+                (
+                    "platform",
+                    format!(
+                        "{} ({source}), alignment {}",
+                        platform.name, platform.alignment
+                    ),
+                ),
+                ("order", settings.order.name().to_string()),
+            ]);
+            out.push('\n');
+            let cells: Vec<Vec<String>> = configs
+                .iter()
+                .map(|c| {
+                    let node = graph.node(c.node);
+                    let present: Vec<String> = c
+                        .present
+                        .iter()
+                        .map(|&b| {
+                            let t = &buffers[b.index()];
+                            format!("{} {}", t.name, t.lifetime)
+                        })
+                        .collect();
+                    vec![
+                        c.step.to_string(),
+                        node.name.clone(),
+                        node.op_type.clone(),
+                        c.group.name().to_string(),
+                        c.width.to_string(),
+                        present.join(", "),
+                    ]
+                })
+                .collect();
+            out.push_str(&columns(
+                &[
+                    "step",
+                    "operator",
+                    "type",
+                    "group",
+                    "width",
+                    "tensors present [usage period)",
+                ],
+                &cells,
+            ));
+            out.push('\n');
+            let widest = configs
+                .iter()
+                .max_by_key(|c| (c.width, std::cmp::Reverse(c.step)));
+            out.push_str(&key_values(&[
+                ("operators", group_counts(&configs)),
+                (
+                    "widest",
+                    widest.map_or("-".into(), |c| {
+                        format!("{}, {}", graph.node(c.node).name, bytes(c.width))
+                    }),
+                ),
+            ]));
+            out
+        }
+    };
+    emit(&text, None)?;
+    Ok(ExitCode::SUCCESS)
+}

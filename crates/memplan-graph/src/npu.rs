@@ -1,0 +1,390 @@
+//! NPU heterogeneous-platform allocation (methods.md §2): the platform description, every
+//! operator's configuration (the tensors present while it runs, its width) and the
+//! method's three groups, handed to the shared-objects allocation of
+//! [`memplan::planner::npu`].
+//!
+//! ```text
+//!  platform JSON ──► Platform (accelerated ops, in-place ops, alignment)
+//!        │
+//!  graph ─┴► analyse with the platform's in-place ops ──► blocks (buffers), lifetimes
+//!        │
+//!        └► operator configuration: per operator (step s), the blocks live at s and
+//!           their bytes (its width); its group: 1 accelerated, 2 in place, 3 other
+//!        │
+//!        └► Groups: 1 the accelerated operators' input and output blocks (dedicated),
+//!           2 the in-place operators' blocks, 3 the other operators' steps ──► assign
+//! ```
+//!
+//! The unit of allocation is a *block*, a buffer of the [`Analysis`]: a tensor, or the
+//! tensors sharing one storage (a view and its input; an in-place output and its input).
+//! The method's group 2 ("the output reuses the input's memory") is therefore decided by
+//! the analysis, under its rules (the input dies at the operator, same size and type, no
+//! graph input or output overwritten), with the platform's in-place list in place of
+//! [`crate::analysis::INPLACE_OPS`]: such an output is in its input's block. An operator
+//! of the in-place list whose output could not be written in place belongs to group 3.
+
+use memplan::planner::npu::{assign, Assignment, Groups, Match};
+use memplan::planner::PlanError;
+use memplan::{bound, BufferId, Problem, ProblemError};
+use serde::Deserialize;
+
+use crate::analysis::{analyse_with_inplace_ops, Analysis, AnalysisError, Options, INPLACE_OPS};
+use crate::ir::{Graph, NodeId};
+use crate::order::Order;
+
+/// The default platform profile (`platforms/default-npu.json` in the repository).
+pub const DEFAULT_PLATFORM_JSON: &str = include_str!("../../../platforms/default-npu.json");
+
+/// A platform description: what runs on the accelerator, what may run in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Platform {
+    /// Its name (the file's `name`, else the file name).
+    pub name: String,
+    /// Operator types that run on the accelerator (group 1).
+    pub accelerated: Vec<String>,
+    /// Operator types that may write their output over an input (group 2); each one of
+    /// [`INPLACE_OPS`].
+    pub in_place: Vec<String>,
+    /// Every tensor's offset is a multiple of this.
+    pub alignment: u64,
+    /// How the accelerated operators' tensors get memory.
+    pub accelerator_buffers: AcceleratorBuffers,
+}
+
+/// How group 1 (the accelerated operators' tensors) gets memory; the platform file's
+/// `accelerator_buffers`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcceleratorBuffers {
+    /// Each tensor a new buffer of its own that no other tensor ever uses (the method's
+    /// "each its own memory", read literally).
+    #[default]
+    Dedicated,
+    /// Each tensor a new buffer of its own, which tensors of groups 2 and 3 may reuse
+    /// once the tensors in it are dead.
+    Reusable,
+    /// Each tensor, first and in group order, looks in the pool like every other tensor:
+    /// group 1 only comes first.
+    Pooled,
+}
+
+impl AcceleratorBuffers {
+    /// The name as the platform file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AcceleratorBuffers::Dedicated => "dedicated",
+            AcceleratorBuffers::Reusable => "reusable",
+            AcceleratorBuffers::Pooled => "pooled",
+        }
+    }
+}
+
+/// The file as written; every key optional, no other key allowed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlatformFile {
+    name: Option<String>,
+    #[allow(dead_code)]
+    description: Option<String>,
+    #[serde(default)]
+    accelerated: Vec<String>,
+    #[serde(default)]
+    in_place: Vec<String>,
+    alignment: Option<u64>,
+    #[serde(default)]
+    accelerator_buffers: AcceleratorBuffers,
+}
+
+/// What is wrong with a platform file, naming the file and the key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlatformError {
+    #[error("platform file '{source_name}': {message}; the keys are name, description, accelerated, in_place, alignment, accelerator_buffers (see doc/npu.md)")]
+    Json {
+        source_name: String,
+        message: String,
+    },
+    #[error("platform file '{source_name}': key '{key}', entry {index}: '{op}' {why}")]
+    BadOp {
+        source_name: String,
+        key: &'static str,
+        index: usize,
+        op: String,
+        why: String,
+    },
+    #[error("platform file '{source_name}': key 'alignment' is 0; use 1 for no alignment")]
+    ZeroAlignment { source_name: String },
+}
+
+impl Platform {
+    /// Parses a platform JSON; `source` names the file in errors.
+    pub fn parse(text: &str, source: &str) -> Result<Platform, PlatformError> {
+        let file: PlatformFile = serde_json::from_str(text).map_err(|e| PlatformError::Json {
+            source_name: source.to_string(),
+            message: e.to_string(),
+        })?;
+        let bad = |key: &'static str, index: usize, op: &str, why: &str| PlatformError::BadOp {
+            source_name: source.to_string(),
+            key,
+            index,
+            op: op.to_string(),
+            why: why.to_string(),
+        };
+        let is_op_type = |op: &str| {
+            op.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && op.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        for (key, list) in [
+            ("accelerated", &file.accelerated),
+            ("in_place", &file.in_place),
+        ] {
+            for (index, op) in list.iter().enumerate() {
+                if !is_op_type(op) {
+                    return Err(bad(
+                        key,
+                        index,
+                        op,
+                        "is not an operator type: operator types are ONNX names such as Conv, MatMul, Relu (a capital letter, then letters, digits or _)",
+                    ));
+                }
+            }
+        }
+        for (index, op) in file.in_place.iter().enumerate() {
+            if !INPLACE_OPS.contains(&op.as_str()) {
+                return Err(bad(
+                    "in_place",
+                    index,
+                    op,
+                    &format!(
+                        "is not an elementwise operator memplan can run in place; the ones it can: {}",
+                        INPLACE_OPS.join(", ")
+                    ),
+                ));
+            }
+        }
+        if file.alignment == Some(0) {
+            return Err(PlatformError::ZeroAlignment {
+                source_name: source.to_string(),
+            });
+        }
+        Ok(Platform {
+            name: file.name.unwrap_or_else(|| source.to_string()),
+            accelerated: file.accelerated,
+            in_place: file.in_place,
+            alignment: file.alignment.unwrap_or(1),
+            accelerator_buffers: file.accelerator_buffers,
+        })
+    }
+
+    /// The shipped default profile ([`DEFAULT_PLATFORM_JSON`]).
+    pub fn default_profile() -> Platform {
+        Platform::parse(DEFAULT_PLATFORM_JSON, "platforms/default-npu.json")
+            .expect("the shipped default platform parses (tested)")
+    }
+
+    fn is_accelerated(&self, op: &str) -> bool {
+        self.accelerated.iter().any(|a| a == op)
+    }
+
+    fn is_in_place(&self, op: &str) -> bool {
+        self.in_place.iter().any(|a| a == op)
+    }
+}
+
+/// The method's group of an operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpGroup {
+    /// 1: runs on the accelerator (its type is in `accelerated`; this wins over
+    /// `in_place`).
+    Accelerated,
+    /// 2: its type is in `in_place` and the analysis wrote its output over an input.
+    InPlace,
+    /// 3: every other operator.
+    Other,
+}
+
+impl OpGroup {
+    /// `accelerated`, `in-place` or `other`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpGroup::Accelerated => "accelerated",
+            OpGroup::InPlace => "in-place",
+            OpGroup::Other => "other",
+        }
+    }
+}
+
+/// An operator's configuration information (methods.md §2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorConfig {
+    pub node: NodeId,
+    /// The step it runs at (its position in the execution order + 1).
+    pub step: u64,
+    pub group: OpGroup,
+    /// The blocks present in memory while it runs (live at its step), in id order; each
+    /// block's usage period is its buffer's lifetime in [`Analysis::problem`].
+    pub present: Vec<BufferId>,
+    /// Its width: the bytes of the present blocks.
+    pub width: u64,
+}
+
+/// Every operator's configuration, in execution order, for `analysis` (made from `graph`
+/// with the platform's in-place list, see [`analyse_for`]).
+pub fn operator_configs(
+    graph: &Graph,
+    analysis: &Analysis,
+    platform: &Platform,
+) -> Result<Vec<OperatorConfig>, AnalysisError> {
+    let buffers = analysis.problem.buffers();
+    let profile = bound::live_profile(&analysis.problem).ok_or(AnalysisError::Overflow)?;
+    let mut configs = Vec::with_capacity(analysis.order.len());
+    for (position, &node) in analysis.order.iter().enumerate() {
+        let step = position as u64 + 1;
+        let op = graph.node(node);
+        let written_in_place = op
+            .outputs
+            .first()
+            .is_some_and(|y| analysis.values[y.index()].inplace_of.is_some());
+        let group = if platform.is_accelerated(&op.op_type) {
+            OpGroup::Accelerated
+        } else if platform.is_in_place(&op.op_type) && written_in_place {
+            OpGroup::InPlace
+        } else {
+            OpGroup::Other
+        };
+        let present = (0..buffers.len())
+            .filter(|&i| {
+                let mut live = false;
+                buffers[i].for_each_live_segment(|s| live |= s.start <= step && step < s.end);
+                live
+            })
+            .map(|i| BufferId(i as u32))
+            .collect();
+        configs.push(OperatorConfig {
+            node,
+            step,
+            group,
+            present,
+            width: memplan::planner::npu::live_at(&profile, step),
+        });
+    }
+    Ok(configs)
+}
+
+/// The analysis the method plans: [`crate::analyse`] with the platform's in-place list.
+/// With the default profile (every operator of [`INPLACE_OPS`]) it is the analysis every
+/// other graph planner plans.
+pub fn analyse_for(
+    graph: &Graph,
+    order: Order,
+    options: Options,
+    platform: &Platform,
+) -> Result<Analysis, AnalysisError> {
+    analyse_with_inplace_ops(graph, order, options, &platform.in_place)
+}
+
+/// The method's groups for the shared-objects allocation: group 1 the input and output
+/// blocks of the accelerated operators (execution order, input slots then output slots;
+/// new objects, or first in the pool when [`AcceleratorBuffers::Pooled`]), group 2 the
+/// in-place operators' blocks, group 3 the other operators' steps.
+pub fn npu_groups(
+    graph: &Graph,
+    analysis: &Analysis,
+    configs: &[OperatorConfig],
+    platform: &Platform,
+) -> Groups {
+    let mut groups = Groups {
+        share_dedicated: platform.accelerator_buffers == AcceleratorBuffers::Reusable,
+        ..Groups::default()
+    };
+    let mut in_place = Vec::new();
+    let block = |v: crate::ir::ValueId| analysis.values[v.index()].buffer;
+    for config in configs {
+        let node = graph.node(config.node);
+        match config.group {
+            OpGroup::Accelerated => groups.dedicated.extend(
+                node.inputs
+                    .iter()
+                    .flatten()
+                    .chain(&node.outputs)
+                    .filter_map(|&v| block(v)),
+            ),
+            OpGroup::InPlace => in_place.extend(node.outputs.first().and_then(|&y| block(y))),
+            OpGroup::Other => groups.steps.push(config.step),
+        }
+    }
+    if platform.accelerator_buffers == AcceleratorBuffers::Pooled {
+        groups.early = std::mem::take(&mut groups.dedicated);
+    }
+    groups.early.extend(in_place);
+    groups
+}
+
+/// Why the method could not plan a graph.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NpuError {
+    #[error(transparent)]
+    Analysis(#[from] AnalysisError),
+    #[error(transparent)]
+    Problem(#[from] ProblemError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// What the allocation needs for one graph.
+#[derive(Clone, Debug)]
+pub struct NpuInput {
+    /// The problem planned: the analysis' buffers with the platform's alignment.
+    pub problem: Problem,
+    pub configs: Vec<OperatorConfig>,
+    pub groups: Groups,
+}
+
+/// The problem, the operator configuration and the groups of `analysis` (from
+/// [`analyse_for`]); every alignment is raised to the platform's and to `alignment` (1:
+/// none beyond the platform's).
+pub fn npu_input(
+    graph: &Graph,
+    analysis: &Analysis,
+    platform: &Platform,
+    alignment: u64,
+) -> Result<NpuInput, NpuError> {
+    let problem = analysis
+        .problem
+        .with_alignment(platform.alignment)?
+        .with_alignment(alignment)?;
+    let configs = operator_configs(graph, analysis, platform)?;
+    let groups = npu_groups(graph, analysis, &configs, platform);
+    Ok(NpuInput {
+        problem,
+        configs,
+        groups,
+    })
+}
+
+/// Everything the method produced for one graph.
+#[derive(Clone, Debug)]
+pub struct NpuPlan {
+    /// The problem planned: the analysis' buffers with the platform's alignment.
+    pub problem: Problem,
+    pub configs: Vec<OperatorConfig>,
+    /// Shared objects, each block's object, the statistics and the arena plan.
+    pub assignment: Assignment,
+}
+
+/// Plans `analysis` (from [`analyse_for`]) with the method ([`npu_input`], then
+/// [`assign`]); the caller checks the plan like every plan.
+pub fn plan_npu(
+    graph: &Graph,
+    analysis: &Analysis,
+    platform: &Platform,
+    rule: Match,
+    alignment: u64,
+) -> Result<NpuPlan, NpuError> {
+    let input = npu_input(graph, analysis, platform, alignment)?;
+    let assignment = assign(&input.problem, &input.groups, rule)?;
+    Ok(NpuPlan {
+        problem: input.problem,
+        configs: input.configs,
+        assignment,
+    })
+}

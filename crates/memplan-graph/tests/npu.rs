@@ -1,0 +1,379 @@
+//! methods.md §2 on graphs: platform files, operator configuration, the three groups, both
+//! matching rules, and random graphs whose every plan is checked.
+
+use std::collections::BTreeMap;
+
+use memplan::checker;
+use memplan::planner::npu::Match;
+use memplan::BufferId;
+use memplan_graph::{
+    analyse, analyse_for, npu_groups, operator_configs, plan_npu, read_graph_json,
+    AcceleratorBuffers, DType, Graph, NpuPlan, OpGroup, Options, Order, Platform, PlatformError,
+    Value, ValueId, ValueKind,
+};
+use proptest::prelude::*;
+
+/// A chain `x -> n1 -> ... -> y`: `ops[i]` makes the value named `names[i + 1]` of
+/// `bytes[i + 1]` bytes from the previous one; `x` is the input, the last one the output.
+fn chain(ops: &[&str], names: &[&str], bytes: &[u64]) -> Graph {
+    let mut g = Graph::new("chain");
+    let ids: Vec<ValueId> = names
+        .iter()
+        .zip(bytes)
+        .enumerate()
+        .map(|(i, (&n, &b))| {
+            let kind = if i == 0 {
+                ValueKind::Input
+            } else {
+                ValueKind::Activation
+            };
+            g.add_value(Value::with_bytes(n, DType::Float, b, kind))
+                .unwrap()
+        })
+        .collect();
+    for (i, op) in ops.iter().enumerate() {
+        g.add_node(
+            format!("n{}", i + 1),
+            *op,
+            vec![Some(ids[i])],
+            vec![ids[i + 1]],
+            BTreeMap::new(),
+        )
+        .unwrap();
+    }
+    g.set_inputs(vec![ids[0]]).unwrap();
+    g.set_outputs(vec![*ids.last().unwrap()]).unwrap();
+    g
+}
+
+fn platform(text: &str) -> Platform {
+    Platform::parse(text, "test.json").unwrap()
+}
+
+/// Plans and checks the plan against the aligned problem and the analysis' own problem.
+fn checked(g: &Graph, p: &Platform, rule: Match) -> (memplan_graph::Analysis, NpuPlan) {
+    let analysis = analyse_for(g, Order::File, Options::default(), p).unwrap();
+    let npu = plan_npu(g, &analysis, p, rule, 1).unwrap();
+    for problem in [&npu.problem, &analysis.problem] {
+        let report = checker::check(problem, &npu.assignment.plan);
+        assert!(report.is_valid(), "{:?}", report.violations);
+    }
+    (analysis, npu)
+}
+
+fn block(g: &Graph, a: &memplan_graph::Analysis, name: &str) -> BufferId {
+    a.values[g.value_by_name(name).unwrap().index()]
+        .buffer
+        .unwrap()
+}
+
+/// x -MatMul-> m -Transpose-> t -Relu-> r -Softmax-> q -MatMul-> y, 64 bytes each. Relu
+/// writes r over t (t dies there): blocks x [0,2), m [1,3), t={t,r} [2,5), q [4,6),
+/// y [5,6).
+fn transformer_like() -> Graph {
+    chain(
+        &["MatMul", "Transpose", "Relu", "Softmax", "MatMul"],
+        &["x", "m", "t", "r", "q", "y"],
+        &[64; 6],
+    )
+}
+
+#[test]
+fn groups_come_from_the_platform_and_in_place_reuses_the_input_block() {
+    let g = transformer_like();
+    let p = platform(r#"{"accelerated": ["MatMul"], "in_place": ["Relu"]}"#);
+    let (a, npu) = checked(&g, &p, Match::Size);
+    let b = |n| block(&g, &a, n);
+    assert_eq!(b("r"), b("t"), "r is written over t");
+    let groups: Vec<OpGroup> = npu.configs.iter().map(|c| c.group).collect();
+    use OpGroup::*;
+    assert_eq!(groups, [Accelerated, Other, InPlace, Other, Accelerated]);
+    let widths: Vec<u64> = npu.configs.iter().map(|c| c.width).collect();
+    assert_eq!(widths, [128, 128, 64, 128, 128]);
+    assert_eq!(npu.configs[2].present, vec![b("t")]);
+    let groups = npu_groups(&g, &a, &npu.configs, &p);
+    assert_eq!(groups.dedicated, [b("x"), b("m"), b("q"), b("y")]);
+    assert_eq!(groups.early, [b("t")]);
+    assert_eq!(groups.steps, [2, 4]);
+    // Group 1: four dedicated objects; group 2: t's block finds no shareable object.
+    let objects: Vec<_> = npu
+        .assignment
+        .objects
+        .iter()
+        .map(|o| o.members.clone())
+        .collect();
+    assert_eq!(objects, [[b("x")], [b("m")], [b("q")], [b("y")], [b("t")]]);
+    assert_eq!(npu.assignment.stats.dedicated_buffers, 4);
+    assert_eq!(npu.assignment.stats.new_pool_bytes, 320);
+    assert_eq!(npu.assignment.plan.arena_bytes, Some(320));
+
+    // Letting later tensors reuse the accelerator's objects: t's block [2,5) fits x's
+    // object (x [0,2) is over; y [5,6) would fit too, x's has the lower index).
+    let reusable = platform(
+        r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "accelerator_buffers": "reusable"}"#,
+    );
+    for rule in [Match::Size, Match::Lifetime] {
+        let (_, npu) = checked(&g, &reusable, rule);
+        assert_eq!(npu.assignment.objects[0].members, [b("x"), b("t")]);
+        assert_eq!(npu.assignment.plan.arena_bytes, Some(256));
+        assert_eq!(npu.assignment.stats.reused_bytes, 64);
+    }
+    // Pooled: group 1 goes through the pool too, first: x -> 0, m -> 1 (x live), q [4,6)
+    // -> 0 (x over), y [5,6) -> 1 (m over); then t [2,5) finds 0 busy (q) and 1 busy (m):
+    // a new object.
+    let pooled = platform(
+        r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "accelerator_buffers": "pooled"}"#,
+    );
+    let (_, npu) = checked(&g, &pooled, Match::Size);
+    let objects: Vec<_> = npu
+        .assignment
+        .objects
+        .iter()
+        .map(|o| o.members.clone())
+        .collect();
+    assert_eq!(
+        objects,
+        [vec![b("x"), b("q")], vec![b("m"), b("y")], vec![b("t")]]
+    );
+    assert_eq!(npu.assignment.stats.dedicated_buffers, 0);
+    assert_eq!(npu.assignment.plan.arena_bytes, Some(192));
+}
+
+#[test]
+fn in_place_follows_the_platform_list() {
+    let g = transformer_like();
+    let none = platform(r#"{"accelerated": ["MatMul"], "in_place": []}"#);
+    let (a, npu) = checked(&g, &none, Match::Size);
+    assert_ne!(block(&g, &a, "r"), block(&g, &a, "t"));
+    assert_eq!(npu.configs[2].group, OpGroup::Other);
+    // The default profile runs exactly the analysis' in-place operators: same problem.
+    let default = Platform::default_profile();
+    let ours = analyse_for(&g, Order::File, Options::default(), &default).unwrap();
+    let theirs = analyse(&g, Order::File, Options::default()).unwrap();
+    assert_eq!(ours.problem, theirs.problem);
+}
+
+/// A chain without accelerated or in-place operators: x 8 [0,2), a 40 [1,3), b 16 [2,4),
+/// c 8 [3,5), d 24 [4,6), y 8 [5,6). Widths by step: 48, 56, 24, 32, 32, so the order is
+/// steps 2, 1, 4, 5, 3.
+///
+/// step 2: a -> object 0 (40), b -> object 1 (16). step 1: x -> object 1 (free, closest).
+/// step 4: d (24): size match takes object 0 (40 ≥ 24); lifetime match takes object 1
+/// (b ends at 4 where d starts: gap 0, against a's gap 1) and grows it to 24. c (8):
+/// size match finds object 0 busy (d) and object 1 busy (b): a new object 2; lifetime
+/// match takes object 0 (a ended at 3 = c's start). step 5: y -> object 2 (size, exact
+/// fit) or object 0 (lifetime, c ends at 5).
+#[test]
+fn size_match_and_lifetime_match_pick_different_buffers() {
+    let g = chain(
+        &["Softmax"; 5],
+        &["x", "a", "b", "c", "d", "y"],
+        &[8, 40, 16, 8, 24, 8],
+    );
+    let p = platform("{}");
+    let (a, size) = checked(&g, &p, Match::Size);
+    let (_, life) = checked(&g, &p, Match::Lifetime);
+    let b = |n| block(&g, &a, n);
+    let object_of = |npu: &NpuPlan, n| npu.assignment.object_of[b(n).index()].unwrap();
+    let by_size: Vec<usize> = ["x", "a", "b", "c", "d", "y"]
+        .iter()
+        .map(|n| object_of(&size, n))
+        .collect();
+    assert_eq!(by_size, [1, 0, 1, 2, 0, 2]);
+    let by_life: Vec<usize> = ["x", "a", "b", "c", "d", "y"]
+        .iter()
+        .map(|n| object_of(&life, n))
+        .collect();
+    assert_eq!(by_life, [1, 0, 1, 0, 1, 0]);
+    assert_eq!(size.assignment.plan.arena_bytes, Some(64));
+    assert_eq!(life.assignment.plan.arena_bytes, Some(64));
+    assert_eq!(life.assignment.stats.grown_bytes, 8);
+    assert_eq!(a.stats.max_live_bytes, 56);
+}
+
+#[test]
+fn the_default_profile_parses_and_aligns() {
+    let p = Platform::default_profile();
+    assert_eq!(p.name, "default-npu");
+    assert_eq!(p.alignment, 64);
+    assert!(p.accelerated.iter().any(|o| o == "Conv"));
+    assert_eq!(p.accelerator_buffers, AcceleratorBuffers::Dedicated);
+    // Exactly the analysis' in-place operators: the default problem is everyone's.
+    assert_eq!(p.in_place, memplan_graph::analysis::INPLACE_OPS);
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../platforms/");
+    let pooled = std::fs::read_to_string(format!("{root}npu-pooled.json")).unwrap();
+    let pooled = Platform::parse(&pooled, "npu-pooled.json").unwrap();
+    assert_eq!(pooled.accelerator_buffers, AcceleratorBuffers::Pooled);
+    assert_eq!(
+        std::fs::read_to_string(format!("{root}default-npu.json")).unwrap(),
+        memplan_graph::npu::DEFAULT_PLATFORM_JSON
+    );
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/small_cnn.json"
+    ))
+    .unwrap();
+    let g = read_graph_json(&text, "small_cnn.json").unwrap();
+    for rule in [Match::Size, Match::Lifetime] {
+        let (_, npu) = checked(&g, &p, rule);
+        assert!(npu.assignment.plan.offsets.iter().all(|o| o % 64 == 0));
+    }
+}
+
+#[test]
+fn bad_platform_files_are_clear_errors() {
+    let err = |text: &str| Platform::parse(text, "my.json").unwrap_err();
+    let e = err(r#"{"acelerated": ["Conv"]}"#);
+    assert!(matches!(e, PlatformError::Json { .. }));
+    let text = e.to_string();
+    assert!(
+        text.contains("my.json") && text.contains("acelerated"),
+        "{text}"
+    );
+    let e = err(r#"{"accelerated": ["Conv", "conv"]}"#).to_string();
+    assert!(
+        e.contains("my.json") && e.contains("'accelerated'") && e.contains("entry 1: 'conv'"),
+        "{e}"
+    );
+    let e = err(r#"{"in_place": ["Conv"]}"#).to_string();
+    assert!(
+        e.contains("'in_place'") && e.contains("'Conv'") && e.contains("Relu"),
+        "{e}"
+    );
+    let e = err(r#"{"alignment": 0}"#).to_string();
+    assert!(e.contains("my.json") && e.contains("'alignment'"), "{e}");
+    let e = err(r#"{"alignment": -4}"#).to_string();
+    assert!(e.contains("my.json") && e.contains("line 1"), "{e}");
+    let e = err("{").to_string();
+    assert!(e.contains("my.json"), "{e}");
+}
+
+const OPS: &[&str] = &["Relu", "Add", "Reshape", "Conv", "MatMul", "Softmax", "Mul"];
+
+/// One node per entry: `(op index, size class, input picks, is graph output)`, as in
+/// random_graphs.rs: node `i` reads the input, a weight or earlier outputs.
+type Spec = Vec<(usize, u64, Vec<usize>, bool)>;
+
+fn spec() -> impl Strategy<Value = Spec> {
+    prop::collection::vec(
+        (
+            0..OPS.len(),
+            1u64..5,
+            prop::collection::vec(any::<usize>(), 1..4),
+            prop::bool::weighted(0.2),
+        ),
+        0..24,
+    )
+}
+
+fn build(spec: &Spec) -> Graph {
+    let mut g = Graph::new("random");
+    let x = g
+        .add_value(Value::with_bytes("x", DType::Float, 16, ValueKind::Input))
+        .unwrap();
+    let w = g
+        .add_value(Value::with_bytes("w", DType::Float, 8, ValueKind::Weight))
+        .unwrap();
+    let mut available = vec![x, w];
+    let mut outputs = Vec::new();
+    for (i, (op, size, picks, is_output)) in spec.iter().enumerate() {
+        let out = g
+            .add_value(Value::with_bytes(
+                format!("v{i}"),
+                DType::Float,
+                size * 8,
+                ValueKind::Activation,
+            ))
+            .unwrap();
+        let inputs = picks
+            .iter()
+            .map(|p| Some(available[p % available.len()]))
+            .collect();
+        g.add_node(
+            format!("n{i}"),
+            OPS[*op],
+            inputs,
+            vec![out],
+            BTreeMap::new(),
+        )
+        .unwrap();
+        available.push(out);
+        if *is_output {
+            outputs.push(out);
+        }
+    }
+    g.set_inputs(vec![x]).unwrap();
+    g.set_outputs(outputs).unwrap();
+    g
+}
+
+fn platforms() -> impl Strategy<Value = Platform> {
+    (
+        prop::sample::subsequence(vec!["Conv", "MatMul", "Add", "Softmax"], 0..4),
+        prop::sample::subsequence(vec!["Relu", "Add", "Mul"], 0..3),
+        prop::sample::select(vec![1u64, 4, 64]),
+        prop::sample::select(vec![
+            AcceleratorBuffers::Dedicated,
+            AcceleratorBuffers::Reusable,
+            AcceleratorBuffers::Pooled,
+        ]),
+    )
+        .prop_map(
+            |(accelerated, in_place, alignment, accelerator_buffers)| Platform {
+                name: "random".into(),
+                accelerated: accelerated.into_iter().map(String::from).collect(),
+                in_place: in_place.into_iter().map(String::from).collect(),
+                alignment,
+                accelerator_buffers,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_npu_plan_is_valid(spec in spec(), p in platforms(), lifetime in any::<bool>()) {
+        let g = build(&spec);
+        let rule = if lifetime { Match::Lifetime } else { Match::Size };
+        let analysis = analyse_for(&g, Order::File, Options::default(), &p).unwrap();
+        let npu = plan_npu(&g, &analysis, &p, rule, 1).unwrap();
+        let plan = &npu.assignment.plan;
+        for problem in [&npu.problem, &analysis.problem] {
+            let report = checker::check(problem, plan);
+            prop_assert!(report.is_valid(), "{:?}", report.violations);
+        }
+        prop_assert!(plan.offsets.iter().all(|o| o % p.alignment == 0));
+        let arena = plan.arena_bytes.unwrap();
+        prop_assert!(arena >= analysis.stats.max_live_bytes);
+        let stats = npu.assignment.stats;
+        let sizes: u64 = npu.assignment.objects.iter().map(|o| o.size).sum();
+        prop_assert_eq!(stats.new_pool_bytes, sizes);
+        prop_assert!(arena >= sizes);
+        prop_assert_eq!(
+            stats.reused_bytes + stats.new_pool_bytes,
+            analysis.problem.total_size().unwrap()
+        );
+        // Every block in exactly one object; group 1's objects alone unless shared.
+        let mut seen = vec![0; analysis.problem.len()];
+        for (k, object) in npu.assignment.objects.iter().enumerate() {
+            for m in &object.members {
+                seen[m.index()] += 1;
+                prop_assert_eq!(npu.assignment.object_of[m.index()], Some(k));
+            }
+            if object.dedicated && p.accelerator_buffers == AcceleratorBuffers::Dedicated {
+                prop_assert_eq!(object.members.len(), 1);
+            }
+        }
+        prop_assert!(seen.iter().all(|&n| n == 1));
+        // Widths are the present blocks' bytes.
+        let configs = operator_configs(&g, &analysis, &p).unwrap();
+        for c in &configs {
+            let sum: u64 = c.present.iter().map(|&b| analysis.problem.buffer(b).size).sum();
+            prop_assert_eq!(c.width, sum);
+        }
+        // Deterministic.
+        let again = plan_npu(&g, &analysis, &p, rule, 1).unwrap();
+        prop_assert_eq!(&again.assignment, &npu.assignment);
+    }
+}

@@ -1,0 +1,91 @@
+//! The logic behind the `pipedream_reader` fuzz target in `fuzz/`, shared with the smoke
+//! test (`tests/fuzz_smoke.rs`).
+//!
+//! [`pipedream_reader`] panics only when an invariant breaks; that panic is what the
+//! fuzzer reports.
+
+use memplan::planner::{BestOf, Planner};
+use memplan_graph::{analyse, read_graph_json, write_graph_json, Options, Order};
+
+use crate::pipedream::{parse, training_step};
+use crate::{simulate, timing};
+
+/// Training steps with more nodes than this are built but not analysed and planned, to
+/// keep each fuzz input cheap.
+pub const MAX_ANALYSED_NODES: usize = 400;
+
+/// Feeds arbitrary bytes (read as lossy UTF-8) to the PipeDream `graph.txt` reader and
+/// the training-step builder. Invariants: every error names the file and a line of it
+/// (0 for the whole file); a profile read has layers with finite times ≥ 0; its training
+/// step has one forward node per layer and one backward node per non-`Input` layer, is
+/// timed by [`timing::analyse`] (acyclic, every latency valid), has a serial step time
+/// (the [`simulate::no_swap`] baseline) at least its critical path, writes to graph JSON
+/// and reads back equal, and, when its bytes do not overflow, analyses in file order into
+/// a problem whose `best-of` plan passes the checker.
+pub fn pipedream_reader(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let lines = text.lines().count();
+    let profile = match parse(&text, "fuzz.graph.txt") {
+        Ok(profile) => profile,
+        Err(error) => {
+            assert!(
+                error.to_string().starts_with("fuzz.graph.txt:"),
+                "an error that does not name its source: {error}"
+            );
+            assert!(
+                error.line <= lines,
+                "line {} of {lines}: {error}",
+                error.line
+            );
+            return;
+        }
+    };
+    for layer in &profile.layers {
+        assert!(layer.forward_ms.is_finite() && layer.forward_ms >= 0.0);
+        assert!(layer.backward_ms.is_finite() && layer.backward_ms >= 0.0);
+    }
+    let step = match training_step(&profile) {
+        Ok(step) => step,
+        Err(error) => {
+            assert!(
+                error.to_string().starts_with("fuzz.graph.txt:") && error.line >= 1,
+                "a step error that does not name a line: {error}"
+            );
+            return;
+        }
+    };
+    let graph = &step.graph;
+    let inputs = profile.layers.iter().filter(|l| l.is_input()).count();
+    assert_eq!(graph.nodes().len(), 2 * profile.layers.len() - inputs);
+    let times = timing::analyse(graph).expect("a training step is acyclic and timed");
+    if let Ok(base) = simulate::no_swap(graph) {
+        // Sums of finite times may round; allow a relative slack.
+        assert!(
+            base.step_ms >= times.makespan * (1.0 - 1e-9),
+            "serial {} < critical path {}",
+            base.step_ms,
+            times.makespan
+        );
+    }
+    let written = write_graph_json(graph);
+    match read_graph_json(&written, "written.json") {
+        Ok(reread) => assert_eq!(&reread, graph, "write/read changed the graph"),
+        Err(error) => panic!("write_graph_json wrote what read_graph_json rejects: {error}"),
+    }
+    if graph.nodes().len() > MAX_ANALYSED_NODES {
+        return;
+    }
+    // The only analysis error left is 64-bit overflow of the live bytes.
+    let Ok(analysis) = analyse(graph, Order::File, Options::NONE) else {
+        return;
+    };
+    let Ok(plan) = BestOf.plan(&analysis.problem) else {
+        return;
+    };
+    let report = memplan::checker::check(&analysis.problem, &plan);
+    assert!(
+        report.is_valid(),
+        "best-of made an invalid plan: {:?}",
+        report.violations
+    );
+}
