@@ -137,39 +137,87 @@ enum Command {
     Pool(pool::PoolCommand),
     /// Method 4, swap and compression by graph rewriting, on one training step built from
     /// a PipeDream profile (`graph.txt`) or an ONNX model (`.onnx`, roofline latencies):
-    /// so far the no-swap baseline (step time, peak memory), the critical path and the
-    /// tensors the method would choose.
-    Swap {
-        /// A PipeDream profile (`graph.txt`) or an ONNX forward graph (`.onnx`), built into
-        /// one training step.
-        graph: PathBuf,
-        /// Which planner: only `none` runs so far.
-        #[arg(long, value_enum, default_value_t = swap::SwapPlanner::None)]
-        planner: swap::SwapPlanner,
-        /// thTTS: inputs whose timing slack exceeds this many milliseconds are candidates.
-        #[arg(long, default_value_t = 0.0, value_parser = parse_millis)]
-        th_tts: f64,
-        /// thS: inputs whose tensor exceeds this many bytes are candidates.
-        #[arg(long, default_value_t = 0)]
-        th_size: u64,
-        /// N: keep at most this many candidates, the largest.
-        #[arg(long)]
-        max: Option<usize>,
-        /// Output format.
-        #[arg(long, short, value_enum, default_value_t = swap::SwapFormat::Table)]
-        format: swap::SwapFormat,
-        /// Also write the training step as graph JSON to PATH.
-        #[arg(long, value_name = "PATH")]
-        write_json: Option<PathBuf>,
-        /// Also write the training step as Graphviz DOT to PATH.
-        #[arg(long, value_name = "PATH")]
-        write_dot: Option<PathBuf>,
-        // ONNX models: the import and the roofline device.
-        #[command(flatten)]
-        import: ImportArgs,
-        #[command(flatten)]
-        device: swap::DeviceArgs,
-    },
+    /// the no-swap baseline (`--planner none`), or planners that insert
+    /// reductions and restores until the simulated peak fits `--budget`, or for the
+    /// lowest peak within `--max-overhead`; prints peak and step time before and after.
+    Swap(SwapCli),
+}
+
+/// The options of `memplan swap` (see `doc/swap.md`).
+#[derive(Args, Clone, Debug)]
+struct SwapCli {
+    /// A PipeDream profile (`graph.txt`) or an ONNX forward graph (`.onnx`), built into
+    /// one training step.
+    graph: PathBuf,
+    /// Which planner: none (baseline), method, lms, everything, or all three.
+    #[arg(long, value_enum, default_value_t = swap::SwapPlanner::None)]
+    planner: swap::SwapPlanner,
+    /// Link bandwidth, both directions, e.g. 12GB/s (PCIe 3 x16) or 25GB/s (PCIe 4).
+    #[arg(long, default_value = "12GB/s", value_parser = swap::parse_rate, value_name = "RATE")]
+    link: f64,
+    /// Device-to-host bandwidth when it differs from --link.
+    #[arg(long, value_parser = swap::parse_rate, value_name = "RATE")]
+    link_d2h: Option<f64>,
+    /// Host-to-device bandwidth when it differs from --link.
+    #[arg(long, value_parser = swap::parse_rate, value_name = "RATE")]
+    link_h2d: Option<f64>,
+    /// Fixed cost of every copy, in milliseconds.
+    #[arg(long, default_value_t = memplan_swap::simulate::Machine::COPY_LATENCY_MS, value_parser = parse_millis, value_name = "MS")]
+    copy_latency: f64,
+    /// Codec throughput on the compute stream (over the uncompressed bytes).
+    #[arg(long, default_value = "200GB/s", value_parser = swap::parse_rate, value_name = "RATE")]
+    codec_speed: f64,
+    /// Pinned host pool size (unlimited when absent), e.g. 16GiB.
+    #[arg(long, value_parser = swap::parse_bytes, value_name = "BYTES")]
+    pinned: Option<u64>,
+    /// Goal: peak device memory at most this, as bytes (6GiB) or % of the no-swap peak
+    /// (50%); the planners then minimise the step time.
+    #[arg(long, value_parser = swap::parse_budget, value_name = "BYTES|%")]
+    budget: Option<swap::Budget>,
+    /// Goal: step time at most this much over the no-swap step (5%); the planners then
+    /// minimise the peak.
+    #[arg(long, value_parser = swap::parse_overhead, value_name = "%")]
+    max_overhead: Option<f64>,
+    /// Compress reduced tensors (then copy them to the host, unless --on-device).
+    #[arg(long, value_enum)]
+    compress: Option<swap::SwapCodec>,
+    /// With --compress: keep the compressed tensors on the device (no copies).
+    #[arg(long)]
+    on_device: bool,
+    /// The method's improvements: all, none, or a list of link, peak, iterate, timed.
+    #[arg(long, default_value = "all", value_parser = swap::parse_improvements, value_name = "LIST")]
+    improvements: memplan_swap::planner::Improvements,
+    /// thTTS: inputs whose timing slack exceeds this many milliseconds are candidates
+    /// (searched by the planners when absent; 0 for --planner none).
+    #[arg(long, value_parser = parse_millis)]
+    th_tts: Option<f64>,
+    /// thS: inputs whose tensor exceeds this many bytes are candidates (searched when
+    /// absent; 0 for --planner none).
+    #[arg(long)]
+    th_size: Option<u64>,
+    /// N: keep at most this many candidates, the first in the planner's order.
+    #[arg(long)]
+    max: Option<usize>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = swap::SwapFormat::Table)]
+    format: swap::SwapFormat,
+    /// Also write the (rewritten) training step as graph JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    write_json: Option<PathBuf>,
+    /// Also write the (rewritten) training step as Graphviz DOT to PATH.
+    #[arg(long, value_name = "PATH")]
+    write_dot: Option<PathBuf>,
+    /// Also write the simulated memory profile as CSV to PATH.
+    #[arg(long, value_name = "PATH")]
+    profile_csv: Option<PathBuf>,
+    /// Also write the simulated memory profile as SVG to PATH.
+    #[arg(long, value_name = "PATH")]
+    profile_svg: Option<PathBuf>,
+    // ONNX models: the import and the roofline device.
+    #[command(flatten)]
+    import: ImportArgs,
+    #[command(flatten)]
+    device: swap::DeviceArgs,
 }
 
 /// How an ONNX model is imported: overrides of its input shapes and symbolic dims.
@@ -391,31 +439,31 @@ fn main() -> ExitCode {
             npu,
         } => commands::bench(&files, &planners, format, repeat, &graph.settings(), &npu),
         Command::Pool(command) => pool::run(command),
-        Command::Swap {
-            graph,
-            planner,
-            th_tts,
-            th_size,
-            max,
-            format,
-            write_json,
-            write_dot,
-            import,
-            device,
-        } => swap::run(&swap::SwapArgs {
-            graph: &graph,
-            planner,
-            format,
-            write_json: write_json.as_deref(),
-            write_dot: write_dot.as_deref(),
-            import: import.options(),
-            device: device.device(),
-            params: memplan_swap::select::Params {
-                th_tts_ms: th_tts,
-                th_size_bytes: th_size,
-                max_count: max,
-                link_bytes_per_ms: None,
+        Command::Swap(a) => swap::run(&swap::SwapArgs {
+            graph: &a.graph,
+            import: a.import.options(),
+            device: a.device.device(),
+            planner: a.planner,
+            format: a.format,
+            write_json: a.write_json.as_deref(),
+            write_dot: a.write_dot.as_deref(),
+            profile_csv: a.profile_csv.as_deref(),
+            profile_svg: a.profile_svg.as_deref(),
+            th_tts_ms: a.th_tts,
+            th_size_bytes: a.th_size,
+            max_count: a.max,
+            machine: memplan_swap::simulate::Machine {
+                d2h_bytes_per_ms: a.link_d2h.unwrap_or(a.link),
+                h2d_bytes_per_ms: a.link_h2d.unwrap_or(a.link),
+                copy_latency_ms: a.copy_latency,
+                codec_bytes_per_ms: a.codec_speed,
+                pinned_bytes: a.pinned,
             },
+            compress: a.compress,
+            on_device: a.on_device,
+            budget: a.budget,
+            max_overhead: a.max_overhead,
+            improvements: a.improvements,
         }),
     };
     match result {

@@ -721,7 +721,7 @@ fn swap_errors_exit_2() {
     let out = memplan(&["swap", file, "--planner", "method"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("not implemented yet"),
+        stderr(&out).contains("--budget (e.g. --budget 50%)"),
         "{}",
         stderr(&out)
     );
@@ -737,6 +737,115 @@ fn swap_errors_exit_2() {
     );
     let out = memplan(&["swap", file, "--th-tts", "-1"]);
     assert_eq!(out.status.code(), Some(2));
+    // Parse errors name the flag and show an accepted example.
+    for (flag, value, example) in [
+        ("--link", "fast", "12GB/s"),
+        ("--budget", "half", "50%"),
+        ("--max-overhead", "some", "5%"),
+    ] {
+        let out = memplan(&["swap", file, "--planner", "method", flag, value]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(err.contains(flag) && err.contains(example), "{err}");
+    }
+    let out = memplan(&[
+        "swap",
+        file,
+        "--planner",
+        "method",
+        "--budget",
+        "50%",
+        "--max-overhead",
+        "5%",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not both"), "{}", stderr(&out));
+    let out = memplan(&[
+        "swap",
+        file,
+        "--planner",
+        "all",
+        "--budget",
+        "50%",
+        "--write-dot",
+        "x.dot",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("one planner"), "{}", stderr(&out));
+}
+
+/// The planners on a small shipped profile (link 2 MB/s, so its KB tensors take
+/// milliseconds to copy): within 5% overhead, and at a budget of 60% (out of reach:
+/// the forward/backward boundary holds more).
+#[test]
+fn swap_planners_golden() {
+    let file = "crates/memplan-cli/tests/data/small.graph.txt";
+    let args = [
+        "swap",
+        file,
+        "--planner",
+        "all",
+        "--link",
+        "2MB/s",
+        "--copy-latency",
+        "0",
+    ];
+    let out = memplan(&[&args[..], &["--max-overhead", "5%"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_small_all_table.txt", &stdout(&out));
+    let out = memplan(&[&args[..], &["--max-overhead", "5%", "-f", "json"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_small_all_json.txt", &stdout(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for planner in ["method", "lms", "everything"] {
+        let after = &json[planner]["after"];
+        assert!(after["step_time_ms"].as_f64().unwrap() <= 34.0 * 1.05 + 1e-9);
+        assert!(after["peak_bytes"].as_u64().unwrap() <= 18000);
+        assert_eq!(json[planner]["before"]["peak_bytes"], 18000);
+    }
+    let out = memplan(&[&args[..], &["--budget", "60%", "-f", "json"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    golden("swap_small_budget_json.txt", &stdout(&out));
+}
+
+#[test]
+fn swap_writes_rewritten_graph_and_profile() {
+    let file = "crates/memplan-cli/tests/data/small.graph.txt";
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let out = memplan(&[
+        "swap",
+        file,
+        "--planner",
+        "method",
+        "--link",
+        "2MB/s",
+        "--budget",
+        "16000",
+        "--compress",
+        "fp16",
+        "--write-json",
+        &path("r.json"),
+        "--write-dot",
+        &path("r.dot"),
+        "--profile-csv",
+        &path("r.csv"),
+        "--profile-svg",
+        &path("r.svg"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dot = std::fs::read_to_string(path("r.dot")).unwrap();
+    assert!(
+        dot.contains("compress:") && dot.contains("swapin:"),
+        "{dot}"
+    );
+    assert!(dot.contains("style=dashed"));
+    let out = memplan(&["inspect", &path("r.json"), "--no-inplace", "--no-alias"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let csv = std::fs::read_to_string(path("r.csv")).unwrap();
+    assert!(csv.starts_with("time_ms,device_bytes,host_bytes\n"));
+    let svg = std::fs::read_to_string(path("r.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("device peak"));
 }
 
 #[test]

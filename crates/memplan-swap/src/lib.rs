@@ -6,18 +6,21 @@
 //!   (forward, then backward in reverse) as a [`memplan_graph::Graph`] with latencies;
 //! - [`timing`]: the timing analysis of the method (TAT, TRT and TTS per node input);
 //! - [`select`]: the method's choice of tensors (thTTS, thS, N);
-//! - [`simulate`]: the no-swap baseline (step time and peak device memory);
+//! - [`rewrite`]: reduction and restore nodes with serialization and prefetch edges;
+//! - [`simulate`]: the no-swap baseline, and the simulator (compute stream, two copy
+//!   engines, memory timed by the copies, pinned host pool, memory profile);
+//! - [`planner`]: the method (with our improvements), the TF-LMS-like level rule and
+//!   swap-everything, searched against a memory budget or a step-time overhead;
 //! - [`dot`]: Graphviz DOT export;
 //! - [`training`]: one training step from a forward graph (an imported ONNX model), with
 //!   roofline latencies.
-//!
-//! Rewriting (reduction and restore nodes), the copy-engine simulator and the baselines
-//! are not written yet; `doc/swap.md` lists what remains.
 
 pub mod dot;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod pipedream;
+pub mod planner;
+pub mod rewrite;
 pub mod select;
 pub mod simulate;
 pub mod timing;

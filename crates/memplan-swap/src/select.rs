@@ -10,7 +10,8 @@
 //!   (one reduction feeding several restores).
 //! - Only values in the activation arena ([`memplan_graph::Value::is_activation`]) are
 //!   candidates: weights and constants are not device activations in memplan's model,
-//!   and control edges carry no tensor.
+//!   and control edges carry no tensor. Host values (outputs of a copy to the host, in a
+//!   rewritten graph) are not device memory and never candidates.
 //! - Our improvement, off unless [`Params::link_bytes_per_ms`] is set (not in the method,
 //!   to be measured with the simulator): an input qualifies only when its slack also
 //!   covers the round trip at the link speed, `TTS >= 2 * bytes / link` (the copy to the
@@ -20,6 +21,7 @@
 
 use memplan_graph::{Graph, NodeId, ValueId};
 
+use crate::simulate::is_host;
 use crate::timing::Timing;
 
 /// thTTS, thS and N.
@@ -76,6 +78,7 @@ pub fn candidates(graph: &Graph, timing: &Timing, params: &Params) -> Vec<Candid
                 None => true,
             };
             if v.is_activation()
+                && !is_host(graph, *value)
                 && t.tts > params.th_tts_ms
                 && v.bytes > params.th_size_bytes
                 && covers

@@ -115,7 +115,7 @@ pub fn binary_units(n: u64) -> Option<(f64, &'static str)> {
 
 /// About `count` round tick values in `[lo, hi]`: multiples of 1, 2 or 5 times a power of
 /// ten, or (`binary`, for bytes) of a power of two; `lo` itself when it is a multiple.
-fn ticks(lo: u64, hi: u64, count: u64, binary: bool) -> Vec<u64> {
+pub fn ticks(lo: u64, hi: u64, count: u64, binary: bool) -> Vec<u64> {
     let span = hi.saturating_sub(lo).max(1);
     let raw = (span / count.max(1)).max(1);
     let step = if binary {

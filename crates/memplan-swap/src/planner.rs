@@ -1,0 +1,611 @@
+//! Planners: which tensors to swap, searched against a goal in the simulator.
+//!
+//! Three planners share the rewriting ([`crate::rewrite`]) and the simulator
+//! ([`crate::simulate`]):
+//!
+//! - [`Planner::Method`]: methods.md §4. Candidates from the timing analysis
+//!   ([`crate::select`], thTTS, thS, N), rewritten with both serialization edges and the
+//!   slack prefetch. Without improvements the planner searches a grid of thTTS (0 and
+//!   slack quantiles), thS (0 and size quantiles) and N (prefixes of the sorted list),
+//!   simulating each distinct choice. Our improvements, each an option
+//!   ([`Improvements`]):
+//!   - `link_filter`: an input qualifies only if its slack covers the reduction and
+//!     restore time at the link (and codec) speed ([`Reduction::round_trip_ms`]);
+//!   - `rank_at_peak`: candidates are sorted by the bytes they remove at the time of the
+//!     simulated memory peak (an input removes its tensor's bytes there when the peak
+//!     falls between the tensor's previous use and the input's reader), then by size;
+//!   - `iterate`: instead of the grid, greedy rounds: re-time and re-simulate the current
+//!     graph, take the tensor that removes the most bytes at the current peak, rewrite
+//!     the current graph, keep the step if it lowers the peak within the goal's time
+//!     limit; stop when no candidate helps.
+//! - [`Planner::Lms`]: the TF Large Model Support level rule as we model it: every input
+//!   whose reader is more than `k` topological levels below the tensor's producer is
+//!   swapped (one reduction per tensor), no serialization edges, and the copy back is
+//!   triggered by the latest node at least `k'` levels above the reader
+//!   ([`Prefetch::Levels`]); `k` (every distinct distance) and `k'` (1 to 32) are searched.
+//! - [`Planner::Everything`]: every arena tensor is swapped for every reader that is not
+//!   the next node after its producer; rewritten like the method (both serializations,
+//!   slack prefetch); no parameters.
+//!
+//! A [`Goal`] decides which simulated result is best. `--compress` applies to every
+//! planner's reductions.
+
+use std::collections::{HashMap, HashSet};
+
+use memplan_graph::{Graph, NodeId, ValueId};
+
+use crate::rewrite::{
+    is_reduced, levels, rewrite, Options, Prefetch, Reduction, RewriteError, Serialize, Swap,
+};
+use crate::select::{candidates, Candidate, Params};
+use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
+use crate::timing::{analyse, TimingError};
+
+/// What the search optimises.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Goal {
+    /// Peak device memory at most this many bytes, then the shortest step.
+    Budget(u64),
+    /// Step time at most `(1 + overhead)` times the no-swap step, then the lowest peak.
+    MaxOverhead(f64),
+}
+
+/// Our improvements to the method, each on or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Improvements {
+    pub link_filter: bool,
+    pub rank_at_peak: bool,
+    pub iterate: bool,
+    /// Timed serialization and queue-aware prefetch: a reduction's edge goes to the
+    /// first node expected to start after the copy ends ([`Serialize::AfterCopy`]),
+    /// restores are not serialized (the FIFO copy engine keeps them in order) and the
+    /// prefetch source counts the copy queues ([`Prefetch::Queued`]).
+    pub timed_serialization: bool,
+}
+
+impl Improvements {
+    /// All of them.
+    pub const ALL: Improvements = Improvements {
+        link_filter: true,
+        rank_at_peak: true,
+        iterate: true,
+        timed_serialization: true,
+    };
+    /// None: the method as stated.
+    pub const NONE: Improvements = Improvements {
+        link_filter: false,
+        rank_at_peak: false,
+        iterate: false,
+        timed_serialization: false,
+    };
+}
+
+/// A planner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Planner {
+    Method(Improvements),
+    Lms,
+    Everything,
+}
+
+impl Planner {
+    /// `method`, `lms` or `everything`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Planner::Method(_) => "method",
+            Planner::Lms => "lms",
+            Planner::Everything => "everything",
+        }
+    }
+}
+
+/// The setting shared by the planners.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Setup {
+    pub machine: Machine,
+    pub reduction: Reduction,
+    pub goal: Goal,
+    /// Method parameters fixed by the user (`None`: searched).
+    pub th_tts_ms: Option<f64>,
+    pub th_size_bytes: Option<u64>,
+    pub max_count: Option<usize>,
+}
+
+/// The best rewrite found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub graph: Graph,
+    pub run: Run,
+    /// Tensors reduced and their bytes.
+    pub tensors: usize,
+    pub bytes: u64,
+    /// Whether the goal's constraint holds (a budget can be out of reach).
+    pub met: bool,
+    /// Graphs simulated during the search.
+    pub evaluated: usize,
+    /// The chosen parameters, in words.
+    pub chosen: String,
+}
+
+/// Why planning failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Timing(#[from] TimingError),
+    #[error(transparent)]
+    Simulate(#[from] SimulateError),
+    #[error(transparent)]
+    Rewrite(#[from] RewriteError),
+}
+
+/// Keeps the best outcome under a goal.
+struct Best {
+    goal: Goal,
+    base_step: f64,
+    best: Option<Outcome>,
+    evaluated: usize,
+}
+
+impl Best {
+    fn feasible(&self, run: &Run) -> bool {
+        match self.goal {
+            Goal::Budget(bytes) => run.peak_bytes <= bytes,
+            Goal::MaxOverhead(o) => run.step_ms <= self.base_step * (1.0 + o) + 1e-9,
+        }
+    }
+
+    fn better(&self, a: &Run, b: &Run) -> bool {
+        let (fa, fb) = (self.feasible(a), self.feasible(b));
+        if fa != fb {
+            return fa;
+        }
+        let by_peak = (a.peak_bytes, a.step_ms) < (b.peak_bytes, b.step_ms);
+        match self.goal {
+            Goal::Budget(_) if fa => (a.step_ms, a.peak_bytes) < (b.step_ms, b.peak_bytes),
+            _ => by_peak,
+        }
+    }
+
+    /// Keeps `outcome` if it is the best so far (the caller counts simulations).
+    fn offer(&mut self, outcome: Outcome) {
+        let take = match &self.best {
+            None => true,
+            Some(best) => self.better(&outcome.run, &best.run),
+        };
+        if take {
+            self.best = Some(outcome);
+        }
+    }
+
+    fn finish(self) -> Outcome {
+        let mut out = self.best.expect("the no-swap graph is always offered");
+        out.met = match self.goal {
+            Goal::Budget(bytes) => out.run.peak_bytes <= bytes,
+            Goal::MaxOverhead(o) => out.run.step_ms <= self.base_step * (1.0 + o) + 1e-9,
+        };
+        out.evaluated = self.evaluated;
+        out
+    }
+}
+
+/// Runs `planner` on `graph` (a training step with latencies, in topological order).
+pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, PlanError> {
+    let base = simulate(graph, &setup.machine)?;
+    let mut best = Best {
+        goal: setup.goal,
+        base_step: base.step_ms,
+        best: None,
+        evaluated: 0,
+    };
+    best.offer(Outcome {
+        graph: graph.clone(),
+        run: base.clone(),
+        tensors: 0,
+        bytes: 0,
+        met: false,
+        evaluated: 0,
+        chosen: "no swap".into(),
+    });
+    let try_swaps = |swaps: Vec<Swap>, options: &Options, chosen: String, best: &mut Best| {
+        if swaps.is_empty() {
+            return Ok::<(), PlanError>(());
+        }
+        let rewritten = rewrite(graph, &swaps, options)?;
+        best.evaluated += 1;
+        match simulate(&rewritten.graph, &setup.machine) {
+            Ok(run) => best.offer(Outcome {
+                graph: rewritten.graph,
+                run,
+                tensors: rewritten.tensors,
+                bytes: rewritten.bytes,
+                met: false,
+                evaluated: 0,
+                chosen,
+            }),
+            Err(SimulateError::PinnedPoolExceeded { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
+    };
+    match planner {
+        Planner::Method(imp) => {
+            let timing = analyse(graph)?;
+            // For a budget, the link test and the timed serialization are preferences:
+            // the grid also runs without them (memory first).
+            let mut variants = vec![imp];
+            if matches!(setup.goal, Goal::Budget(_)) {
+                if imp.link_filter {
+                    variants.push(Improvements {
+                        link_filter: false,
+                        ..imp
+                    });
+                }
+                if imp.timed_serialization {
+                    variants.push(Improvements {
+                        link_filter: false,
+                        timed_serialization: false,
+                        ..imp
+                    });
+                }
+            }
+            let mut seen = HashSet::new();
+            for filter in variants {
+                let options = method_options(setup, filter);
+                seen.clear();
+                let all = candidates(graph, &timing, &params(setup, filter, 0.0, 0, None));
+                let tts_grid = match setup.th_tts_ms {
+                    Some(t) => vec![t],
+                    None => grid(all.iter().map(|c| c.tts_ms).collect()),
+                };
+                let size_grid = match setup.th_size_bytes {
+                    Some(s) => vec![s],
+                    None => grid(all.iter().map(|c| c.bytes as f64).collect())
+                        .into_iter()
+                        .map(|b| b as u64)
+                        .collect(),
+                };
+                for &th_tts in &tts_grid {
+                    for &th_size in &size_grid {
+                        let mut list: Vec<Candidate> = all
+                            .iter()
+                            .filter(|c| c.tts_ms > th_tts && c.bytes > th_size)
+                            .copied()
+                            .collect();
+                        if imp.rank_at_peak {
+                            rank_at_peak(graph, &base, &mut list);
+                        }
+                        let counts = match setup.max_count {
+                            Some(n) => vec![n.min(list.len())],
+                            None => prefixes(list.len()),
+                        };
+                        for n in counts {
+                            let mut key: Vec<(ValueId, NodeId)> =
+                                list[..n].iter().map(|c| (c.value, c.node)).collect();
+                            key.sort();
+                            if !seen.insert(key) {
+                                continue;
+                            }
+                            let chosen = format!("thTTS {th_tts:.3} ms, thS {th_size} B, N {n}");
+                            try_swaps(group_candidates(&list[..n]), &options, chosen, &mut best)?;
+                        }
+                    }
+                }
+            }
+            if imp.iterate {
+                let start = best.best.clone().expect("offered above");
+                let from_grid = Start {
+                    graph: start.graph,
+                    run: start.run,
+                    tensors: start.tensors,
+                    bytes: start.bytes,
+                };
+                let from_scratch = Start {
+                    graph: graph.clone(),
+                    run: base,
+                    tensors: 0,
+                    bytes: 0,
+                };
+                iterate(from_scratch, imp, setup, &mut best)?;
+                iterate(from_grid, imp, setup, &mut best)?;
+            }
+        }
+        Planner::Lms => {
+            let level = levels(graph);
+            let mut inputs = Vec::new();
+            for (k, value) in graph.values().iter().enumerate() {
+                let id = ValueId(k as u32);
+                let Some((p, _)) = value.producer else {
+                    continue;
+                };
+                if !value.is_activation() || value.bytes == 0 || is_host(graph, id) {
+                    continue;
+                }
+                for &(c, _) in &value.consumers {
+                    let distance = level[c.index()].saturating_sub(level[p.index()]);
+                    inputs.push((distance, id, c));
+                }
+            }
+            let mut distances: Vec<usize> = inputs.iter().map(|i| i.0).collect();
+            distances.sort_unstable();
+            distances.dedup();
+            for &k in &distances {
+                let chosen: Vec<(ValueId, NodeId)> = inputs
+                    .iter()
+                    .filter(|i| i.0 > k)
+                    .map(|i| (i.1, i.2))
+                    .collect();
+                for k_prefetch in [1, 2, 3, 4, 6, 8, 12, 16, 24, 32] {
+                    let options = Options {
+                        reduction: setup.reduction,
+                        serialize_reductions: Serialize::None,
+                        serialize_restores: false,
+                        prefetch: Prefetch::Levels(k_prefetch),
+                        machine: setup.machine,
+                    };
+                    let text = format!("k {k}, k' {k_prefetch}");
+                    try_swaps(group_pairs(&chosen), &options, text, &mut best)?;
+                }
+            }
+        }
+        Planner::Everything => {
+            let position = compute_positions(graph);
+            let mut chosen = Vec::new();
+            for (k, value) in graph.values().iter().enumerate() {
+                let id = ValueId(k as u32);
+                let Some((p, _)) = value.producer else {
+                    continue;
+                };
+                if !value.is_activation() || value.bytes == 0 || is_host(graph, id) {
+                    continue;
+                }
+                for &(c, _) in &value.consumers {
+                    if position[c.index()] > position[p.index()] + 1 {
+                        chosen.push((id, c));
+                    }
+                }
+            }
+            let options = Options::method(setup.reduction, setup.machine);
+            try_swaps(group_pairs(&chosen), &options, "all".into(), &mut best)?;
+        }
+    }
+    Ok(best.finish())
+}
+
+/// The method's rewriting, with its serialization edges or the timed ones.
+fn method_options(setup: &Setup, imp: Improvements) -> Options {
+    let mut options = Options::method(setup.reduction, setup.machine);
+    if imp.timed_serialization {
+        options.serialize_reductions = Serialize::AfterCopy;
+        options.prefetch = Prefetch::Queued;
+        options.serialize_restores = false;
+    }
+    options
+}
+
+/// The selection parameters of one grid point (with the link test when asked).
+fn params(
+    setup: &Setup,
+    imp: Improvements,
+    th_tts_ms: f64,
+    th_size: u64,
+    n: Option<usize>,
+) -> Params {
+    // The round trip per byte at this link and codec; `select` tests `2 * bytes / link`.
+    let per_byte = setup.reduction.round_trip_ms(&setup.machine, 1 << 30) / (1u64 << 30) as f64;
+    Params {
+        th_tts_ms,
+        th_size_bytes: th_size,
+        max_count: n,
+        link_bytes_per_ms: imp.link_filter.then_some(2.0 / per_byte),
+    }
+}
+
+/// 0 and the 10%, 20%, … 90% quantiles of `values`, deduplicated.
+fn grid(mut values: Vec<f64>) -> Vec<f64> {
+    values.sort_by(f64::total_cmp);
+    let mut out = vec![0.0];
+    if !values.is_empty() {
+        for q in 1..10 {
+            out.push(values[values.len() * q / 10]);
+        }
+    }
+    out.sort_by(f64::total_cmp);
+    out.dedup();
+    out
+}
+
+/// Prefix lengths 1, 2, 3, 4, 6, 8, 11, 16, … (about √2 apart) and `len`.
+fn prefixes(len: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut x = 1.0f64;
+    while (x as usize) < len {
+        out.push(x as usize);
+        x = (x * std::f64::consts::SQRT_2).max(x + 1.0);
+    }
+    out.push(len);
+    out.dedup();
+    out
+}
+
+/// Candidates grouped by tensor, in first-seen order: one [`Swap`] per tensor with
+/// the candidates' reading nodes.
+pub fn group_candidates(list: &[Candidate]) -> Vec<Swap> {
+    group_pairs(&list.iter().map(|c| (c.value, c.node)).collect::<Vec<_>>())
+}
+
+fn group_pairs(pairs: &[(ValueId, NodeId)]) -> Vec<Swap> {
+    let mut index: HashMap<ValueId, usize> = HashMap::new();
+    let mut out: Vec<Swap> = Vec::new();
+    for &(value, node) in pairs {
+        let k = *index.entry(value).or_insert_with(|| {
+            out.push(Swap {
+                value,
+                readers: Vec::new(),
+            });
+            out.len() - 1
+        });
+        if !out[k].readers.contains(&node) {
+            out[k].readers.push(node);
+        }
+    }
+    out
+}
+
+/// Per node: its position among the compute-stream nodes.
+fn compute_positions(graph: &Graph) -> Vec<usize> {
+    let mut k = 0;
+    graph
+        .nodes()
+        .iter()
+        .map(|node| {
+            if Engine::of(&node.op_type) == Engine::Compute {
+                k += 1;
+            }
+            k
+        })
+        .collect()
+}
+
+/// The bytes an input's rewrite removes at `run`'s peak: its tensor's, when the peak
+/// falls strictly between the tensor's previous use (producer or earlier reader) and the
+/// input's reader.
+fn removed_at_peak(graph: &Graph, run: &Run, c: &Candidate) -> u64 {
+    let v = graph.value(c.value);
+    let start = run.start[c.node.index()];
+    let previous = v
+        .consumers
+        .iter()
+        .map(|&(r, _)| run.finish[r.index()])
+        .chain(v.producer.map(|(p, _)| run.finish[p.index()]))
+        .filter(|&f| f <= start)
+        .fold(0.0f64, f64::max);
+    if previous < run.peak_at_ms && run.peak_at_ms < start {
+        c.bytes
+    } else {
+        0
+    }
+}
+
+/// Sorts by bytes removed at the peak (descending), then size, slack, node, slot.
+fn rank_at_peak(graph: &Graph, run: &Run, list: &mut [Candidate]) {
+    let score: Vec<u64> = list
+        .iter()
+        .map(|c| removed_at_peak(graph, run, c))
+        .collect();
+    let mut order: Vec<usize> = (0..list.len()).collect();
+    order.sort_by(|&a, &b| score[b].cmp(&score[a]).then(a.cmp(&b)));
+    let sorted: Vec<Candidate> = order.iter().map(|&i| list[i]).collect();
+    list.copy_from_slice(&sorted);
+}
+
+/// Where greedy rounds start.
+struct Start {
+    graph: Graph,
+    run: Run,
+    tensors: usize,
+    bytes: u64,
+}
+
+/// The `iterate` improvement: greedy rounds of one tensor each, from `start`. A round
+/// tries the tensors whose candidate inputs remove bytes at the current peak, largest
+/// first, and keeps the first rewrite that lowers the peak or moves it (the old peak
+/// instant went down, the peak did not rise) within the goal's time limit. For a
+/// budget, when no tensor passing the link test helps, the round is retried without it.
+fn iterate(
+    start: Start,
+    imp: Improvements,
+    setup: &Setup,
+    best: &mut Best,
+) -> Result<(), PlanError> {
+    let options = method_options(setup, imp);
+    let Start {
+        graph: mut current,
+        mut run,
+        mut tensors,
+        mut bytes,
+    } = start;
+    let mut done: HashSet<ValueId> = HashSet::new();
+    let budget = match setup.goal {
+        Goal::Budget(b) => Some(b),
+        Goal::MaxOverhead(_) => None,
+    };
+    loop {
+        if budget.is_some_and(|b| run.peak_bytes <= b) {
+            break;
+        }
+        let timing = analyse(&current)?;
+        let mut filters = vec![imp];
+        if imp.link_filter && budget.is_some() {
+            filters.push(Improvements {
+                link_filter: false,
+                ..imp
+            });
+        }
+        let mut stepped = false;
+        for filter in filters {
+            let p = params(
+                setup,
+                filter,
+                setup.th_tts_ms.unwrap_or(0.0),
+                setup.th_size_bytes.unwrap_or(0),
+                None,
+            );
+            // Per tensor: the inputs that remove bytes at the current peak.
+            let mut by_value: HashMap<ValueId, Vec<NodeId>> = HashMap::new();
+            for c in candidates(&current, &timing, &p) {
+                if !done.contains(&c.value)
+                    && !is_reduced(&current, c.value)
+                    && removed_at_peak(&current, &run, &c) > 0
+                {
+                    by_value.entry(c.value).or_default().push(c.node);
+                }
+            }
+            let mut order: Vec<(u64, ValueId)> = by_value
+                .keys()
+                .map(|&v| (current.value(v).bytes, v))
+                .collect();
+            order.sort_by(|a, b| b.cmp(a));
+            for (_, value) in order {
+                done.insert(value);
+                let swap = Swap {
+                    value,
+                    readers: by_value[&value].clone(),
+                };
+                let rewritten = rewrite(&current, &[swap], &options)?;
+                best.evaluated += 1;
+                let next = match simulate(&rewritten.graph, &setup.machine) {
+                    Ok(next) => next,
+                    Err(SimulateError::PinnedPoolExceeded { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                let within = budget.is_some() || best.feasible(&next);
+                let lower = next.peak_bytes < run.peak_bytes
+                    || (next.peak_bytes == run.peak_bytes && next.peak_at_ms != run.peak_at_ms);
+                if lower && within {
+                    current = rewritten.graph;
+                    run = next;
+                    tensors += 1;
+                    bytes += rewritten.bytes;
+                    best.offer(Outcome {
+                        graph: current.clone(),
+                        run: run.clone(),
+                        tensors,
+                        bytes,
+                        met: false,
+                        evaluated: 0,
+                        chosen: format!("{tensors} tensors after greedy rounds"),
+                    });
+                    stepped = true;
+                    break;
+                }
+            }
+            if stepped {
+                break;
+            }
+        }
+        if !stepped {
+            break;
+        }
+    }
+    Ok(())
+}

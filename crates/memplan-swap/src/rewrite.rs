@@ -1,0 +1,1055 @@
+//! Rewriting (methods.md §4, "Rewriting"): reduction and restore nodes plus control
+//! edges, giving a new graph that runs in less device memory.
+//!
+//! For each [`Swap`] (a tensor `v` and the readers that get it back from a restore):
+//!
+//! ```text
+//!  p ─v─┬─> r1 (early reader, unchanged)
+//!       └─> [compress:v] ─v@fp16─> [swapout:v] ─v@host─┬─> [swapin:v@c1] ─> [decompress:v@c1] ─v@c1─> c1
+//!                                                      └─> [swapin:v@c2] ─> ...           ─v@c2─> c2
+//!  control edges (dashed):  swapout:v ┄> t          (serialization: t is the node after p
+//!                                                     and the early readers)
+//!                           c1 ┄> swapin:v@c2        (serialization of restores)
+//!                           u ┄> swapin:v@c1         (prefetch: u upstream of c1)
+//! ```
+//!
+//! - **Reduction** ([`Reduction`]): copy to host ([`SWAP_OUT`], on the device-to-host
+//!   engine), compress to fp16 or int8 ([`COMPRESS`], on the compute stream, output of
+//!   1/2 or 1/4 of the bytes), or both (compress, then copy the compressed tensor). One
+//!   reduction per tensor feeds every restore of that tensor.
+//! - **Restore**, one per rerouted reader node: copy back ([`SWAP_IN`], host-to-device
+//!   engine) and/or decompress ([`DECOMPRESS`], compute stream). The reader's inputs that
+//!   read `v` read the restored value instead; other readers keep `v`.
+//! - **Serialization of reductions** ([`Options::serialize_reductions`]): an edge from
+//!   the last reduction node to `t`, the first compute node after the producer and after
+//!   the readers of `v` that keep it and run before the first restored reader ("the next
+//!   node of the producer's consumers"): `t` starts only once `v`'s memory is freed.
+//! - **Serialization of restores** ([`Options::serialize_restores`]): the restores of one
+//!   call, in order of their readers; an edge from the reader of the previous restore to
+//!   the next restore (skipped when both restores feed the same reader, which would be a
+//!   cycle).
+//! - **Prefetch** ([`Prefetch`]): an edge from an upstream compute node `u` to the copy
+//!   back, so that it does not start right after the reduction. `u` is never the reader
+//!   itself, and comes before it in the (topological) graph order, so it is never
+//!   downstream of it. [`Prefetch::Slack`] (the method): the latest `u` whose simulated
+//!   finish plus the restore's time is still before the reader's simulated start; when
+//!   the slack is too short for that, the last compute node before the reader (the
+//!   restore comes back as late as possible and the reader waits for it); when no compute
+//!   node lies between producer and reader, no edge.
+//!   [`Prefetch::Levels`] (TF-LMS): the latest `u` at least `k` topological levels above
+//!   the reader. A decompression without a copy runs on the compute stream right before
+//!   its reader and needs no prefetch edge.
+//! - **Placement** in the node order (which the simulator's queues follow): reduction
+//!   nodes right after the producer (before the first node for a graph input); a copy
+//!   back right after the latest of `u`, the producer and the previous restore's reader;
+//!   a decompression right before its reader.
+//! - Latencies of the new nodes come from [`Machine`]: copies `copy_latency + bytes /
+//!   bandwidth` of the bytes on the wire, codecs `bytes / codec speed` of the full tensor.
+//!
+//! The output is checked by [`check`] (topological order of data and control edges, so
+//! acyclic; host values read only by copies back). Repeated application (reduce,
+//! re-time, choose again) is [`rewrite`] on its own output: host values are never
+//! candidates again ([`crate::select`] skips them).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
+
+use crate::simulate::{is_host, simulate, Engine, Machine, SimulateError};
+
+/// Operator type of a device-to-host copy (a reduction).
+pub const SWAP_OUT: &str = "SwapOut";
+/// Operator type of a host-to-device copy (a restore).
+pub const SWAP_IN: &str = "SwapIn";
+/// Operator type of a compression (a reduction, on the compute stream).
+pub const COMPRESS: &str = "Compress";
+/// Operator type of a decompression (a restore, on the compute stream).
+pub const DECOMPRESS: &str = "Decompress";
+
+/// A lossy compression of fp32 activations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// To fp16: half the bytes (rounded up).
+    Fp16,
+    /// To 8-bit: a quarter of the bytes (rounded up).
+    Int8,
+}
+
+impl Codec {
+    /// The compressed size of a tensor of `bytes`.
+    pub fn compressed_bytes(self, bytes: u64) -> u64 {
+        match self {
+            Codec::Fp16 => bytes.div_ceil(2),
+            Codec::Int8 => bytes.div_ceil(4),
+        }
+    }
+
+    /// `fp16` or `int8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Fp16 => "fp16",
+            Codec::Int8 => "int8",
+        }
+    }
+
+    fn dtype(self) -> DType {
+        match self {
+            Codec::Fp16 => DType::Float16,
+            Codec::Int8 => DType::Int8,
+        }
+    }
+}
+
+/// What a reduction does: copy to the host, compress, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reduction {
+    pub to_host: bool,
+    pub codec: Option<Codec>,
+}
+
+impl Reduction {
+    /// Copy to the host, no compression.
+    pub const SWAP: Reduction = Reduction {
+        to_host: true,
+        codec: None,
+    };
+
+    /// The bytes that cross the link (or stay on the device, compressed).
+    pub fn wire_bytes(&self, bytes: u64) -> u64 {
+        self.codec.map_or(bytes, |c| c.compressed_bytes(bytes))
+    }
+
+    /// Reduction plus restore time of a tensor of `bytes` on `machine`, ignoring queueing.
+    pub fn round_trip_ms(&self, machine: &Machine, bytes: u64) -> f64 {
+        let wire = self.wire_bytes(bytes);
+        let copies = if self.to_host {
+            machine.copy_ms(Engine::DeviceToHost, wire)
+                + machine.copy_ms(Engine::HostToDevice, wire)
+        } else {
+            0.0
+        };
+        let codec = if self.codec.is_some() {
+            2.0 * machine.codec_ms(bytes)
+        } else {
+            0.0
+        };
+        copies + codec
+    }
+
+    /// The reduction's time alone.
+    pub fn reduce_ms(&self, machine: &Machine, bytes: u64) -> f64 {
+        let copy = if self.to_host {
+            machine.copy_ms(Engine::DeviceToHost, self.wire_bytes(bytes))
+        } else {
+            0.0
+        };
+        copy + self.codec.map_or(0.0, |_| machine.codec_ms(bytes))
+    }
+
+    /// The restore's time alone.
+    fn restore_ms(&self, machine: &Machine, bytes: u64) -> f64 {
+        let copy = if self.to_host {
+            machine.copy_ms(Engine::HostToDevice, self.wire_bytes(bytes))
+        } else {
+            0.0
+        };
+        copy + self.codec.map_or(0.0, |_| machine.codec_ms(bytes))
+    }
+}
+
+/// How the prefetch source of a copy back is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefetch {
+    /// The method: the latest node after which the restore still finishes before the
+    /// reader starts (simulated times of the input graph).
+    Slack,
+    /// Our variant of `Slack`: it also counts the copy engines' queues as simulated on
+    /// the input graph: the copy back waits for the copies back already placed before
+    /// it and for its own reduction (after the copies out queued before it), and must
+    /// end before the next copy back already in the graph starts, so that it delays none.
+    /// When no source lets it end before its reader, the latest source with the
+    /// earliest expected end.
+    Queued,
+    /// TF-LMS: the latest node at least this many topological levels above the reader.
+    Levels(usize),
+    /// No prefetch edge: the copy back starts as soon as the reduction is done.
+    None,
+}
+
+/// Where the serialization edge of a reduction goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serialize {
+    /// No edge.
+    None,
+    /// The method: the next compute node after the producer and the early readers.
+    NextNode,
+    /// Our variant: the first such node whose simulated start (input graph, with
+    /// [`Prefetch::Slack`]) is after the reduction's expected end, so the edge bounds how
+    /// far the copies lag behind the compute stream without stalling it.
+    AfterCopy,
+}
+
+/// Rewriting options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Options {
+    pub reduction: Reduction,
+    pub serialize_reductions: Serialize,
+    pub serialize_restores: bool,
+    pub prefetch: Prefetch,
+    /// Sets the new nodes' latencies, and simulates the input for [`Prefetch::Slack`].
+    pub machine: Machine,
+}
+
+impl Options {
+    /// The method as stated: both serializations and the slack prefetch.
+    pub fn method(reduction: Reduction, machine: Machine) -> Options {
+        Options {
+            reduction,
+            serialize_reductions: Serialize::NextNode,
+            serialize_restores: true,
+            prefetch: Prefetch::Slack,
+            machine,
+        }
+    }
+}
+
+/// One tensor to reduce, and the reader nodes that read it back from a restore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Swap {
+    pub value: ValueId,
+    pub readers: Vec<NodeId>,
+}
+
+/// The rewritten graph and what was inserted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rewritten {
+    pub graph: Graph,
+    /// Tensors reduced, and their bytes (uncompressed).
+    pub tensors: usize,
+    pub bytes: u64,
+    /// Restores inserted.
+    pub restores: usize,
+    /// Per input node: its id in the new graph.
+    pub node_map: Vec<NodeId>,
+}
+
+/// Why a rewrite was refused or its result is invalid, naming the value or node.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("value '{value}' cannot be swapped: {why}")]
+    BadValue { value: String, why: &'static str },
+    #[error("value '{value}': node '{node}' does not read it after its producer, so it cannot read it from a restore")]
+    BadReader { value: String, node: String },
+    #[error("a reduction must copy to the host, compress, or both")]
+    EmptyReduction,
+    #[error("node '{node}' comes before '{before}' in the graph order but must run after it (cycle or unsorted rewrite)")]
+    Order { node: String, before: String },
+    #[error("host value '{value}' is read by node '{node}', which is not a copy back ({SWAP_IN})")]
+    HostRead { value: String, node: String },
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    #[error(transparent)]
+    Simulate(#[from] SimulateError),
+}
+
+/// The copy engines of a simulated graph, by node position.
+#[derive(Default)]
+struct Queues {
+    /// The last finish of a copy back (resp. out) at this position or before.
+    h2d_busy_upto: Vec<f64>,
+    d2h_busy_upto: Vec<f64>,
+    /// The first start of a copy back after this position (infinity when none).
+    h2d_next_after: Vec<f64>,
+}
+
+impl Queues {
+    fn new(graph: &Graph, run: &crate::simulate::Run) -> Queues {
+        let n = graph.nodes().len();
+        let engine: Vec<Engine> = graph
+            .nodes()
+            .iter()
+            .map(|x| Engine::of(&x.op_type))
+            .collect();
+        let (mut h2d, mut d2h) = (0.0f64, 0.0f64);
+        let mut out = Queues {
+            h2d_busy_upto: vec![0.0; n],
+            d2h_busy_upto: vec![0.0; n],
+            h2d_next_after: vec![f64::INFINITY; n],
+        };
+        for (i, e) in engine.iter().enumerate() {
+            match e {
+                Engine::HostToDevice => h2d = h2d.max(run.finish[i]),
+                Engine::DeviceToHost => d2h = d2h.max(run.finish[i]),
+                Engine::Compute => {}
+            }
+            out.h2d_busy_upto[i] = h2d;
+            out.d2h_busy_upto[i] = d2h;
+        }
+        let mut next = f64::INFINITY;
+        for i in (0..n).rev() {
+            out.h2d_next_after[i] = next;
+            if engine[i] == Engine::HostToDevice {
+                next = next.min(run.start[i]);
+            }
+        }
+        out
+    }
+}
+
+/// A node to insert: its name, op, input, output value and latency.
+struct Insert {
+    name: String,
+    op: &'static str,
+    input: ValueId,
+    output: ValueId,
+    ms: f64,
+}
+
+/// Rewrites `graph` (whose node order must be topological) with `swaps`; see the module
+/// documentation. The result passes [`check`].
+pub fn rewrite(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+) -> Result<Rewritten, RewriteError> {
+    let reduction = options.reduction;
+    if !reduction.to_host && reduction.codec.is_none() {
+        return Err(RewriteError::EmptyReduction);
+    }
+    let n = graph.nodes().len();
+    let machine = &options.machine;
+    let compute: Vec<bool> = graph
+        .nodes()
+        .iter()
+        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
+        .collect();
+    // Validate the requests.
+    let mut seen = HashSet::new();
+    let mut requests = Vec::with_capacity(swaps.len());
+    for swap in swaps {
+        let v = graph.value(swap.value);
+        let bad = |why| RewriteError::BadValue {
+            value: v.name.clone(),
+            why,
+        };
+        if !seen.insert(swap.value) {
+            return Err(bad("it is requested twice"));
+        }
+        if !v.is_activation() || is_host(graph, swap.value) {
+            return Err(bad("it is not a device activation"));
+        }
+        if v.bytes == 0 {
+            return Err(bad("it has no bytes"));
+        }
+        if is_reduced(graph, swap.value) {
+            return Err(bad(
+                "it is already reduced (a rewrite reduces a tensor once)",
+            ));
+        }
+        let producer = v.producer.map(|(p, _)| p.index());
+        let mut readers = swap.readers.clone();
+        readers.sort();
+        readers.dedup();
+        for &r in &readers {
+            let reads = v.consumers.iter().any(|&(c, _)| c == r);
+            if !reads || producer.is_some_and(|p| r.index() <= p) {
+                return Err(RewriteError::BadReader {
+                    value: v.name.clone(),
+                    node: graph.node(r).name.clone(),
+                });
+            }
+        }
+        if readers.is_empty() {
+            continue;
+        }
+        requests.push((swap.value, producer, readers));
+    }
+    let run = match (options.prefetch, options.serialize_reductions) {
+        (Prefetch::Slack | Prefetch::Queued, _) | (_, Serialize::AfterCopy) => {
+            Some(simulate(graph, machine)?)
+        }
+        _ => None,
+    };
+    let queues = run
+        .as_ref()
+        .map(|r| Queues::new(graph, r))
+        .unwrap_or_default();
+    let levels = match options.prefetch {
+        Prefetch::Levels(_) => levels(graph),
+        _ => Vec::new(),
+    };
+
+    let mut new_graph = Graph::new(graph.name.clone());
+    for value in graph.values() {
+        new_graph.add_value(value.clone())?;
+    }
+    let add = |g: &mut Graph, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
+        let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
+        value.shape = shape;
+        g.add_value(value)
+    };
+    // Inserted nodes by slot: slot s runs after original node s - 1 (slot 0 first).
+    let mut reductions: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
+    let mut restores: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
+    // Rerouted inputs: (reader, value) -> restored value.
+    let mut reroute: HashMap<(NodeId, ValueId), ValueId> = HashMap::new();
+    // Control edges named by node name (resolved once all nodes exist).
+    let mut edges: Vec<(String, String)> = Vec::new();
+    // (reader position, value, name of the restore's first node) for serialization.
+    let mut restore_heads: Vec<(usize, ValueId, String)> = Vec::new();
+    let mut bytes_total = 0u64;
+    let mut restore_count = 0usize;
+    for (value, producer, readers) in &requests {
+        let v = graph.value(*value).clone();
+        bytes_total = bytes_total
+            .checked_add(v.bytes)
+            .ok_or(GraphError::TooLarge)?;
+        let wire = reduction.wire_bytes(v.bytes);
+        let slot = producer.map_or(0, |p| p + 1);
+        // Reduction chain.
+        let mut current = *value;
+        if let Some(codec) = reduction.codec {
+            let out = add(
+                &mut new_graph,
+                format!("{}@{}", v.name, codec.name()),
+                codec.dtype(),
+                wire,
+                None,
+            )?;
+            reductions[slot].push(Insert {
+                name: format!("compress:{}", v.name),
+                op: COMPRESS,
+                input: current,
+                output: out,
+                ms: machine.codec_ms(v.bytes),
+            });
+            current = out;
+        }
+        let mut stored = current;
+        if reduction.to_host {
+            let out = add(
+                &mut new_graph,
+                format!("{}@host", v.name),
+                reduction.codec.map_or(v.dtype, Codec::dtype),
+                wire,
+                None,
+            )?;
+            reductions[slot].push(Insert {
+                name: format!("swapout:{}", v.name),
+                op: SWAP_OUT,
+                input: current,
+                output: out,
+                ms: machine.copy_ms(Engine::DeviceToHost, wire),
+            });
+            stored = out;
+        }
+        let last_reduction = reductions[slot].last().map(|i| i.name.clone());
+        if options.serialize_reductions != Serialize::None {
+            let first_restored = readers[0].index();
+            let early = v
+                .consumers
+                .iter()
+                .map(|&(c, _)| c.index())
+                .filter(|&c| c < first_restored)
+                .max();
+            let after = early.into_iter().chain(*producer).max();
+            let from = after.map_or(0, |a| a + 1);
+            let target = match (options.serialize_reductions, &run) {
+                (Serialize::AfterCopy, Some(run)) => {
+                    let ready = producer.map_or(0.0, |p| run.finish[p]);
+                    let queue = producer.map_or(0.0, |p| queues.d2h_busy_upto[p]);
+                    let done = ready.max(queue) + reduction.reduce_ms(machine, v.bytes);
+                    (from..n).find(|&t| compute[t] && run.start[t] + 1e-9 >= done)
+                }
+                _ => (from..n).find(|&t| compute[t]),
+            };
+            if let (Some(t), Some(red)) = (target, &last_reduction) {
+                edges.push((red.clone(), graph.nodes()[t].name.clone()));
+            }
+        }
+        // Restores.
+        for &reader in readers {
+            let c = reader.index();
+            let reader_name = &graph.node(reader).name;
+            restore_count += 1;
+            let mut current = stored;
+            let mut head = None;
+            if reduction.to_host {
+                let (dtype, shape) = match reduction.codec {
+                    Some(codec) => (codec.dtype(), None),
+                    None => (v.dtype, v.shape.clone()),
+                };
+                let name = match reduction.codec {
+                    Some(codec) => format!("{}@{}@{reader_name}", v.name, codec.name()),
+                    None => format!("{}@{reader_name}", v.name),
+                };
+                let out = add(&mut new_graph, name, dtype, wire, shape)?;
+                let low = producer.map_or(0, |p| p + 1);
+                let source = match options.prefetch {
+                    Prefetch::Slack => {
+                        let run = run.as_ref().expect("simulated for Prefetch::Slack");
+                        let need = reduction.restore_ms(machine, v.bytes);
+                        (low..c)
+                            .rev()
+                            .find(|&u| compute[u] && run.finish[u] + need <= run.start[c] + 1e-9)
+                            .or_else(|| (low..c).rev().find(|&u| compute[u]))
+                    }
+                    Prefetch::Queued => {
+                        let run = run.as_ref().expect("simulated for Prefetch::Queued");
+                        let need = reduction.restore_ms(machine, v.bytes);
+                        let ready = producer.map_or(0.0, |p| {
+                            run.finish[p].max(queues.d2h_busy_upto[p])
+                                + reduction.reduce_ms(machine, v.bytes)
+                        });
+                        let end =
+                            |u: usize| run.finish[u].max(queues.h2d_busy_upto[u]).max(ready) + need;
+                        let fits = |u: usize| {
+                            end(u) <= run.start[c] + 1e-9
+                                && end(u) <= queues.h2d_next_after[u] + 1e-9
+                        };
+                        let sources = (low..c).rev().filter(|&u| compute[u]);
+                        sources.clone().find(|&u| fits(u)).or_else(|| {
+                            // Too late anyway: the latest source with the earliest end.
+                            let best = sources.clone().map(end).fold(f64::INFINITY, f64::min);
+                            sources.clone().find(|&u| end(u) <= best + 1e-9)
+                        })
+                    }
+                    Prefetch::Levels(k) => levels[c]
+                        .checked_sub(k)
+                        .and_then(|top| (low..c).rev().find(|&u| compute[u] && levels[u] <= top)),
+                    Prefetch::None => None,
+                };
+                let name = format!("swapin:{}@{reader_name}", v.name);
+                if let Some(u) = source {
+                    edges.push((graph.nodes()[u].name.clone(), name.clone()));
+                }
+                let at = source.map_or(slot, |u| (u + 1).max(slot));
+                restore_heads.push((c, *value, name.clone()));
+                head = Some(at);
+                restores[at].push(Insert {
+                    name,
+                    op: SWAP_IN,
+                    input: current,
+                    output: out,
+                    ms: machine.copy_ms(Engine::HostToDevice, wire),
+                });
+                current = out;
+            }
+            if reduction.codec.is_some() {
+                let out = add(
+                    &mut new_graph,
+                    format!("{}@{reader_name}", v.name),
+                    v.dtype,
+                    v.bytes,
+                    v.shape.clone(),
+                )?;
+                let name = format!("decompress:{}@{reader_name}", v.name);
+                if head.is_none() {
+                    restore_heads.push((c, *value, name.clone()));
+                }
+                restores[c].push(Insert {
+                    name,
+                    op: DECOMPRESS,
+                    input: current,
+                    output: out,
+                    ms: machine.codec_ms(v.bytes),
+                });
+                current = out;
+            }
+            reroute.insert((reader, *value), current);
+        }
+    }
+    // Serialization of restores: reader of the previous restore -> next restore. The
+    // restore must then be placed after that reader.
+    let mut moves: Vec<(String, usize)> = Vec::new();
+    if options.serialize_restores {
+        restore_heads.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        for pair in restore_heads.windows(2) {
+            let (prev, next) = (&pair[0], &pair[1]);
+            if prev.0 < next.0 {
+                edges.push((graph.nodes()[prev.0].name.clone(), next.2.clone()));
+                moves.push((next.2.clone(), prev.0 + 1));
+            }
+        }
+    }
+    for (name, at_least) in moves {
+        for s in 0..at_least {
+            if let Some(k) = restores[s].iter().position(|i| i.name == name) {
+                let insert = restores[s].remove(k);
+                restores[at_least].push(insert);
+                break;
+            }
+        }
+    }
+
+    // Emit the nodes: slot 0, then each original node followed by its slot.
+    let mut node_map = Vec::with_capacity(n);
+    let emit = |g: &mut Graph,
+                slot: usize,
+                reductions: &mut Vec<Vec<Insert>>,
+                restores: &mut Vec<Vec<Insert>>|
+     -> Result<(), GraphError> {
+        // Copies back before decompressions: a moved copy may share its reader's slot.
+        let mut restored = std::mem::take(&mut restores[slot]);
+        restored.sort_by_key(|insert| insert.op != SWAP_IN);
+        for insert in std::mem::take(&mut reductions[slot])
+            .into_iter()
+            .chain(restored)
+        {
+            let id = g.add_node(
+                insert.name,
+                insert.op,
+                vec![Some(insert.input)],
+                vec![insert.output],
+                BTreeMap::new(),
+            )?;
+            g.set_latency(id, Some(insert.ms));
+        }
+        Ok(())
+    };
+    emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
+    for (i, node) in graph.nodes().iter().enumerate() {
+        let me = NodeId(i as u32);
+        let inputs = node
+            .inputs
+            .iter()
+            .map(|input| input.map(|v| reroute.get(&(me, v)).copied().unwrap_or(v)))
+            .collect();
+        let id = new_graph.add_node(
+            node.name.clone(),
+            node.op_type.clone(),
+            inputs,
+            node.outputs.clone(),
+            node.attributes.clone(),
+        )?;
+        new_graph.set_latency(id, node.latency_ms);
+        new_graph.set_domain(id, node.domain.clone());
+        node_map.push(id);
+        emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
+    }
+    new_graph.set_inputs(graph.inputs().to_vec())?;
+    new_graph.set_outputs(graph.outputs().to_vec())?;
+    for &(from, to) in graph.control_edges() {
+        new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
+    }
+    for (from, to) in edges {
+        let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
+        let (a, b) = (id(&from), id(&to));
+        new_graph.add_control_edge(a, b)?;
+    }
+    check(&new_graph)?;
+    Ok(Rewritten {
+        graph: new_graph,
+        tensors: requests.len(),
+        bytes: bytes_total,
+        restores: restore_count,
+        node_map,
+    })
+}
+
+/// True when `value` already feeds a reduction node ([`COMPRESS`] or [`SWAP_OUT`]).
+pub fn is_reduced(graph: &Graph, value: ValueId) -> bool {
+    graph
+        .value(value)
+        .consumers
+        .iter()
+        .any(|&(c, _)| matches!(graph.node(c).op_type.as_str(), COMPRESS | SWAP_OUT))
+}
+
+/// Topological levels over data and control edges: sources are level 0, every other
+/// node one more than its highest predecessor. The node order must be topological.
+pub fn levels(graph: &Graph) -> Vec<usize> {
+    let n = graph.nodes().len();
+    let mut level = vec![0usize; n];
+    let mut control: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+    for &(from, to) in graph.control_edges() {
+        control[to.index()].push(from);
+    }
+    for (i, node) in graph.nodes().iter().enumerate() {
+        let data = node
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|v| graph.value(*v).producer.map(|(p, _)| p));
+        level[i] = data
+            .chain(control[i].iter().copied())
+            .filter(|p| p.index() < i)
+            .map(|p| level[p.index()] + 1)
+            .max()
+            .unwrap_or(0);
+    }
+    level
+}
+
+/// Checks that `graph` is a valid (rewritten) graph: every data and control
+/// predecessor of a node comes before it in the node order (so the graph is acyclic and
+/// every restore comes after its reduction, and a prefetch source is never downstream of
+/// the reader it serves), and host values are read only by [`SWAP_IN`] nodes.
+pub fn check(graph: &Graph) -> Result<(), RewriteError> {
+    for (i, node) in graph.nodes().iter().enumerate() {
+        for v in node.inputs.iter().flatten() {
+            if let Some((p, _)) = graph.value(*v).producer {
+                if p.index() >= i {
+                    return Err(RewriteError::Order {
+                        node: node.name.clone(),
+                        before: graph.node(p).name.clone(),
+                    });
+                }
+            }
+            if is_host(graph, *v) && node.op_type != SWAP_IN {
+                return Err(RewriteError::HostRead {
+                    value: graph.value(*v).name.clone(),
+                    node: node.name.clone(),
+                });
+            }
+        }
+    }
+    for &(from, to) in graph.control_edges() {
+        if from >= to {
+            return Err(RewriteError::Order {
+                node: graph.node(to).name.clone(),
+                before: graph.node(from).name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::no_swap;
+
+    fn value(g: &mut Graph, name: &str, bytes: u64, kind: ValueKind) -> ValueId {
+        g.add_value(Value::with_bytes(name, DType::Float, bytes, kind))
+            .unwrap()
+    }
+
+    fn node(g: &mut Graph, name: &str, ins: &[ValueId], out: ValueId) -> NodeId {
+        let ins = ins.iter().map(|&v| Some(v)).collect();
+        let id = g
+            .add_node(name, "Op", ins, vec![out], BTreeMap::new())
+            .unwrap();
+        g.set_latency(id, Some(1.0));
+        id
+    }
+
+    /// Copies of 1000 B take 1 ms, no fixed cost; codecs run at 1000 B/ms too.
+    fn machine() -> Machine {
+        Machine {
+            copy_latency_ms: 0.0,
+            codec_bytes_per_ms: 1000.0,
+            ..Machine::link(1000.0)
+        }
+    }
+
+    /// ```text
+    ///  x ─> A ─a─> B ─b─> C1 ─c1─> C2 ─c2─> D ─d   (every node 1 ms)
+    ///        └──────────────────────────────┘ a is read again by D (and E)
+    /// ```
+    /// Bytes: x 10, a 1000, b 800, c1 100, c2 100, d 10 (d, e graph outputs).
+    fn chain(with_e: bool) -> Graph {
+        let mut g = Graph::new("chain");
+        let x = value(&mut g, "x", 10, ValueKind::Input);
+        let a = value(&mut g, "a", 1000, ValueKind::Activation);
+        let b = value(&mut g, "b", 800, ValueKind::Activation);
+        let c1 = value(&mut g, "c1", 100, ValueKind::Activation);
+        let c2 = value(&mut g, "c2", 100, ValueKind::Activation);
+        let d = value(&mut g, "d", 10, ValueKind::Activation);
+        node(&mut g, "A", &[x], a);
+        node(&mut g, "B", &[a], b);
+        node(&mut g, "C1", &[b], c1);
+        node(&mut g, "C2", &[c1], c2);
+        node(&mut g, "D", &[c2, a], d);
+        let mut outputs = vec![d];
+        if with_e {
+            let e = value(&mut g, "e", 10, ValueKind::Activation);
+            node(&mut g, "E", &[d, a], e);
+            outputs.push(e);
+        }
+        g.set_inputs(vec![x]).unwrap();
+        g.set_outputs(outputs).unwrap();
+        g
+    }
+
+    fn names(g: &Graph) -> Vec<&str> {
+        g.nodes().iter().map(|n| n.name.as_str()).collect()
+    }
+
+    /// Control edges by name, sorted.
+    fn edges(g: &Graph) -> Vec<(&str, &str)> {
+        let mut out: Vec<_> = g
+            .control_edges()
+            .iter()
+            .map(|&(a, b)| (g.node(a).name.as_str(), g.node(b).name.as_str()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn swap_a(g: &Graph, readers: &[&str]) -> Swap {
+        Swap {
+            value: g.value_by_name("a").unwrap(),
+            readers: readers.iter().map(|r| g.node_by_name(r).unwrap()).collect(),
+        }
+    }
+
+    /// Swapping a for D. Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4) D [4,5).
+    /// - Serialization: a's early reader is B, so the edge goes to the next compute
+    ///   node, C1.
+    /// - Prefetch: the copy back takes 1 ms and D starts at 4: C2 (ends 4) is too late,
+    ///   C1 (ends 3) is the latest that fits. The copy back is placed after C1.
+    ///
+    /// Simulated: A [0,1), swapout [1,2) beside B [1,2), C1 [2,3) (waits for the
+    /// swapout), swapin [3,4) beside C2 [3,4), D [4,5): step 5 ms, as without swap.
+    /// Device bytes: at B (t = 1) a + b = 1800; a is freed at 2 (swapout and B end), so
+    /// C1 holds b + c1 = 900; the copy back brings a in at 3: c1 + a + c2 = 1200; D
+    /// adds d: c2 + a + d = 1110. Peak 1800 at 1, against 1900 (a + b + c1 at C1)
+    /// without swap.
+    #[test]
+    fn swap_by_hand() {
+        let g = chain(false);
+        let out = rewrite(
+            &g,
+            &[swap_a(&g, &["D"])],
+            &Options::method(Reduction::SWAP, machine()),
+        )
+        .unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            ["A", "swapout:a", "B", "C1", "swapin:a@D", "C2", "D"]
+        );
+        assert_eq!(edges(r), [("C1", "swapin:a@D"), ("swapout:a", "C1")]);
+        let d = r.node(r.node_by_name("D").unwrap());
+        assert_eq!(r.value(d.inputs[1].unwrap()).name, "a@D");
+        assert_eq!(r.value(r.value_by_name("a@D").unwrap()).bytes, 1000);
+        assert!(is_host(r, r.value_by_name("a@host").unwrap()));
+        assert_eq!((out.tensors, out.bytes, out.restores), (1, 1000, 1));
+        let run = simulate(r, &machine()).unwrap();
+        assert_eq!(run.start, [0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 4.0]);
+        assert_eq!(run.step_ms, 5.0);
+        assert_eq!((run.peak_bytes, run.peak_at_ms), (1800, 1.0));
+        assert_eq!(run.host_peak_bytes, 1000);
+        let base = no_swap(&g).unwrap();
+        assert_eq!((base.peak_bytes, base.step_ms), (1900, 5.0));
+    }
+
+    /// One reduction feeding two restores (D and E); the second restore is serialized
+    /// after D, the reader of the first. Its prefetch source would be C2 (E starts at
+    /// 5, C2 ends at 4), but the serialization places it after D.
+    #[test]
+    fn one_reduction_several_restores() {
+        let g = chain(true);
+        let out = rewrite(
+            &g,
+            &[swap_a(&g, &["D", "E"])],
+            &Options::method(Reduction::SWAP, machine()),
+        )
+        .unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            [
+                "A",
+                "swapout:a",
+                "B",
+                "C1",
+                "swapin:a@D",
+                "C2",
+                "D",
+                "swapin:a@E",
+                "E"
+            ]
+        );
+        assert_eq!(
+            edges(r),
+            [
+                ("C1", "swapin:a@D"),
+                ("C2", "swapin:a@E"),
+                ("D", "swapin:a@E"),
+                ("swapout:a", "C1"),
+            ]
+        );
+        assert_eq!((out.tensors, out.restores), (1, 2));
+        check(r).unwrap();
+        crate::timing::analyse(r).unwrap();
+    }
+
+    /// Compression on the device: compress after A, decompress right before D; the
+    /// compressed tensor is half of a. Both: compress, copy out, copy back, decompress.
+    #[test]
+    fn compression_and_both() {
+        let g = chain(false);
+        let fp16 = Reduction {
+            to_host: false,
+            codec: Some(Codec::Fp16),
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &Options::method(fp16, machine())).unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            ["A", "compress:a", "B", "C1", "C2", "decompress:a@D", "D"]
+        );
+        assert_eq!(r.value(r.value_by_name("a@fp16").unwrap()).bytes, 500);
+        assert_eq!(
+            r.node(r.node_by_name("compress:a").unwrap()).latency_ms,
+            Some(1.0)
+        );
+        let both = Reduction {
+            to_host: true,
+            codec: Some(Codec::Int8),
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &Options::method(both, machine())).unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
+            [
+                "A",
+                "compress:a",
+                "swapout:a",
+                "B",
+                "swapin:a@D",
+                "C1",
+                "C2",
+                "decompress:a@D",
+                "D"
+            ]
+        );
+        // The restore takes 0.25 ms (copy) + 1 ms (decompress): C1 (ends 3) is too late
+        // for D at 4, B (ends 2) is the prefetch source.
+        assert!(edges(r).contains(&("B", "swapin:a@D")));
+        assert_eq!(r.value(r.value_by_name("a@host").unwrap()).bytes, 250);
+        // The copy of 250 B takes 0.25 ms.
+        assert_eq!(
+            r.node(r.node_by_name("swapout:a").unwrap()).latency_ms,
+            Some(0.25)
+        );
+        simulate(r, &machine()).unwrap();
+    }
+
+    /// Copies of a take 2 ms (500 B/ms). Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4)
+    /// D [4,5). The copy out of a ends at 1 + 2 = 3.
+    /// - Timed serialization: the first compute node after B starting at 3 or later is
+    ///   C2 (the method's edge would go to C1).
+    /// - Slack prefetch: B ends at 2, 2 + 2 <= 4, so B; but the copy back cannot start
+    ///   before the copy out ends (3). Queued prefetch: ends would be B 5, C1 5, C2 6;
+    ///   none is in time for D (4), so the latest with the earliest end: C1.
+    #[test]
+    fn timed_serialization_and_queued_prefetch() {
+        let g = chain(false);
+        let slow = Machine {
+            copy_latency_ms: 0.0,
+            ..Machine::link(500.0)
+        };
+        let options = Options {
+            serialize_reductions: Serialize::AfterCopy,
+            serialize_restores: false,
+            prefetch: Prefetch::Queued,
+            ..Options::method(Reduction::SWAP, slow)
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &options).unwrap();
+        assert_eq!(
+            edges(&out.graph),
+            [("C1", "swapin:a@D"), ("swapout:a", "C2")]
+        );
+        let method = rewrite(
+            &g,
+            &[swap_a(&g, &["D"])],
+            &Options::method(Reduction::SWAP, slow),
+        )
+        .unwrap();
+        assert_eq!(
+            edges(&method.graph),
+            [("B", "swapin:a@D"), ("swapout:a", "C1")]
+        );
+        // Simulated: swapout [1,3); C2 waits for it: C1 [2,3), C2 [3,4); swapin after C1
+        // and the swapout: [3,5); D [5,6).
+        let run = simulate(&out.graph, &slow).unwrap();
+        assert_eq!(run.step_ms, 6.0);
+    }
+
+    #[test]
+    fn levels_prefetch_and_repeated_application() {
+        let g = chain(false);
+        assert_eq!(levels(&g), [0, 1, 2, 3, 4]);
+        let options = Options {
+            serialize_reductions: Serialize::None,
+            serialize_restores: false,
+            prefetch: Prefetch::Levels(2),
+            ..Options::method(Reduction::SWAP, machine())
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &options).unwrap();
+        // D is at level 4: the latest node at level <= 2 is C1.
+        assert_eq!(edges(&out.graph), [("C1", "swapin:a@D")]);
+        // Again on the result: c1, read by C2 only, for nothing; then b for C1.
+        let r = &out.graph;
+        let again = Swap {
+            value: r.value_by_name("b").unwrap(),
+            readers: vec![r.node_by_name("C1").unwrap()],
+        };
+        let twice = rewrite(r, &[again], &options).unwrap();
+        check(&twice.graph).unwrap();
+        assert!(twice.graph.node_by_name("swapin:b@C1").is_some());
+        // a is reduced already.
+        assert!(matches!(
+            rewrite(r, &[swap_a(r, &["B"])], &options),
+            Err(RewriteError::BadValue { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        let g = chain(false);
+        let options = Options::method(Reduction::SWAP, machine());
+        // C1 does not read a.
+        assert!(matches!(
+            rewrite(&g, &[swap_a(&g, &["C1"])], &options),
+            Err(RewriteError::BadReader { .. })
+        ));
+        let twice = [swap_a(&g, &["D"]), swap_a(&g, &["D"])];
+        assert!(matches!(
+            rewrite(&g, &twice, &options),
+            Err(RewriteError::BadValue { .. })
+        ));
+        let none = Options {
+            reduction: Reduction {
+                to_host: false,
+                codec: None,
+            },
+            ..options
+        };
+        assert_eq!(
+            rewrite(&g, &[swap_a(&g, &["D"])], &none),
+            Err(RewriteError::EmptyReduction)
+        );
+    }
+
+    #[test]
+    fn check_finds_order_and_host_errors() {
+        let mut g = chain(false);
+        let (d, a) = (g.node_by_name("D").unwrap(), g.node_by_name("A").unwrap());
+        g.add_control_edge(d, a).unwrap();
+        assert!(matches!(check(&g), Err(RewriteError::Order { .. })));
+        let r = rewrite(
+            &chain(false),
+            &[swap_a(&chain(false), &["D"])],
+            &Options::method(Reduction::SWAP, machine()),
+        )
+        .unwrap()
+        .graph;
+        let mut bad = r.clone();
+        let host = bad.value_by_name("a@host").unwrap();
+        let out = bad
+            .add_value(Value::with_bytes(
+                "z",
+                DType::Float,
+                1,
+                ValueKind::Activation,
+            ))
+            .unwrap();
+        bad.add_node("Z", "Op", vec![Some(host)], vec![out], BTreeMap::new())
+            .unwrap();
+        assert!(matches!(check(&bad), Err(RewriteError::HostRead { .. })));
+    }
+}

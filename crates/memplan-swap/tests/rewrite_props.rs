@@ -1,0 +1,193 @@
+//! Randomised validity of the rewriting and the simulator on training steps built from
+//! random PipeDream-like profiles (layers with random times, sizes, skip edges and
+//! in-place layers).
+
+use memplan_graph::{Graph, ValueId};
+use memplan_swap::pipedream::{parse, training_step};
+use memplan_swap::planner::{group_candidates, plan, Goal, Improvements, Planner, Setup};
+use memplan_swap::rewrite::{
+    check, rewrite, Codec, Options, Prefetch, Reduction, Serialize, SWAP_IN, SWAP_OUT,
+};
+use memplan_swap::select::{candidates, Params};
+use memplan_swap::simulate::{is_host, no_swap, simulate, Machine};
+use memplan_swap::timing::analyse;
+use proptest::prelude::*;
+
+/// One layer: forward and backward ms, activation bytes, in place, and the earlier
+/// layers it reads (as offsets back from itself).
+type Layer = (u32, u32, u32, bool, Vec<usize>);
+
+fn profile_text(layers: &[Layer]) -> String {
+    let mut text = String::from(
+        "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=4096.000, parameter_size=0.000\n",
+    );
+    let mut edges = String::new();
+    for (i, (fwd, bwd, size, inplace, back)) in layers.iter().enumerate() {
+        let id = i + 2;
+        let (kind, size) = if *inplace && i > 0 {
+            ("ReLU(inplace)", 1)
+        } else {
+            ("Conv2d(3, 8)", *size as u64 * 1024)
+        };
+        text.push_str(&format!(
+            "node{id} -- {kind} -- forward_compute_time={}.000, backward_compute_time={}.000, activation_size={size}.000, parameter_size=64.000\n",
+            fwd, bwd
+        ));
+        // The previous layer first (in-place layers write into it), then skips.
+        let mut preds = vec![id - 1];
+        for &b in back {
+            let p = id.saturating_sub(b + 2).max(1);
+            if !preds.contains(&p) {
+                preds.push(p);
+            }
+        }
+        for p in preds {
+            edges.push_str(&format!("\tnode{p} -- node{id}\n"));
+        }
+    }
+    text + &edges
+}
+
+fn layers() -> impl Strategy<Value = Vec<Layer>> {
+    prop::collection::vec(
+        (
+            0u32..6,
+            0u32..10,
+            1u32..2000,
+            prop::bool::weighted(0.25),
+            prop::collection::vec(0usize..6, 0..2),
+        ),
+        1..25,
+    )
+}
+
+fn reduction() -> impl Strategy<Value = Reduction> {
+    prop_oneof![
+        Just(Reduction::SWAP),
+        Just(Reduction {
+            to_host: false,
+            codec: Some(Codec::Fp16)
+        }),
+        Just(Reduction {
+            to_host: true,
+            codec: Some(Codec::Int8)
+        }),
+    ]
+}
+
+fn prefetch() -> impl Strategy<Value = Prefetch> {
+    prop_oneof![
+        Just(Prefetch::Slack),
+        Just(Prefetch::Queued),
+        (1usize..6).prop_map(Prefetch::Levels),
+        Just(Prefetch::None)
+    ]
+}
+
+/// The largest device tensor.
+fn largest(graph: &Graph) -> u64 {
+    (0..graph.values().len())
+        .map(|k| ValueId(k as u32))
+        .filter(|&v| graph.value(v).is_activation() && !is_host(graph, v))
+        .map(|v| graph.value(v).bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The invariants every rewritten graph keeps.
+fn valid(graph: &Graph, machine: &Machine) -> Result<(), TestCaseError> {
+    check(graph).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    analyse(graph).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let position = |name: &str| graph.node_by_name(name).unwrap();
+    for node in graph.nodes() {
+        if node.op_type == SWAP_IN {
+            let host = node.inputs[0].unwrap();
+            prop_assert!(is_host(graph, host));
+            let (reduction, _) = graph.value(host).producer.unwrap();
+            prop_assert_eq!(&graph.node(reduction).op_type, SWAP_OUT);
+            prop_assert!(
+                reduction < position(&node.name),
+                "restore after its reduction"
+            );
+        }
+    }
+    let run = simulate(graph, machine).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert!(run.peak_bytes >= largest(graph));
+    // Memory never goes below zero (the simulator would fail) and ends at the outputs.
+    let outputs: u64 = graph.outputs().iter().map(|&v| graph.value(v).bytes).sum();
+    let last = run.profile.last().unwrap();
+    prop_assert_eq!(last.device_bytes, outputs);
+    prop_assert_eq!(last.host_bytes, 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn rewrites_are_valid(
+        layers in layers(),
+        th_tts in 0u32..8,
+        keep in 1usize..12,
+        reduction in reduction(),
+        prefetch in prefetch(),
+        serialize in prop_oneof![Just(Serialize::None), Just(Serialize::NextNode), Just(Serialize::AfterCopy)],
+        serialize_restores in any::<bool>(),
+        gbps in 1u32..40,
+    ) {
+        let text = profile_text(&layers);
+        let step = training_step(&parse(&text, "random").unwrap()).unwrap();
+        let graph = &step.graph;
+        let machine = Machine::link(gbps as f64 * 1e3);
+        // Without copies the simulator is the no-swap baseline.
+        let base = no_swap(graph).unwrap();
+        let run = simulate(graph, &machine).unwrap();
+        prop_assert_eq!(run.peak_bytes, base.peak_bytes);
+        prop_assert!((run.step_ms - base.step_ms).abs() < 1e-9);
+        let options = Options {
+            reduction,
+            serialize_reductions: serialize,
+            serialize_restores,
+            prefetch,
+            machine,
+        };
+        // Reduce, re-time, choose again: two rounds.
+        let mut current = graph.clone();
+        for _ in 0..2 {
+            let timing = analyse(&current).unwrap();
+            let params = Params::method(th_tts as f64, 0, Some(keep));
+            let swaps = group_candidates(&candidates(&current, &timing, &params));
+            let swaps: Vec<_> = swaps
+                .into_iter()
+                .filter(|s| !memplan_swap::rewrite::is_reduced(&current, s.value))
+                .collect();
+            let out = rewrite(&current, &swaps, &options).unwrap();
+            valid(&out.graph, &machine)?;
+            current = out.graph;
+        }
+    }
+
+    #[test]
+    fn planners_meet_the_overhead(layers in layers(), gbps in 1u32..40) {
+        let text = profile_text(&layers);
+        let graph = training_step(&parse(&text, "random").unwrap()).unwrap().graph;
+        let machine = Machine::link(gbps as f64 * 1e3);
+        let base = simulate(&graph, &machine).unwrap();
+        for planner in [Planner::Method(Improvements::ALL), Planner::Method(Improvements::NONE), Planner::Lms, Planner::Everything] {
+            let setup = Setup {
+                machine,
+                reduction: Reduction::SWAP,
+                goal: Goal::MaxOverhead(0.05),
+                th_tts_ms: None,
+                th_size_bytes: None,
+                max_count: None,
+            };
+            let out = plan(&graph, planner, &setup).unwrap();
+            valid(&out.graph, &machine)?;
+            prop_assert!(out.met);
+            prop_assert!(out.run.step_ms <= base.step_ms * 1.05 + 1e-9);
+            prop_assert!(out.run.peak_bytes <= base.peak_bytes);
+            prop_assert_eq!(simulate(&out.graph, &machine).unwrap(), out.run);
+        }
+    }
+}
