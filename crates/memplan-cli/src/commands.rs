@@ -16,6 +16,7 @@ use serde_json::json;
 use memplan_graph::{Analysis, Graph};
 
 use crate::input::GraphSettings;
+use crate::spec::PlannerSpec;
 use crate::table::{bytes, columns, key_values, millis, ratio};
 use crate::{input, progress, Format, ReportFormat, SearchArgs};
 
@@ -164,7 +165,12 @@ pub fn plan(
     settings: &GraphSettings,
     extras: &PlanExtras<'_>,
 ) -> Result<ExitCode> {
-    let planner = exclusive_variant(planner::by_name(planner_name)?, settings)?;
+    // A spec's options (`exclusive:rules=edges`, `npu:match=lifetime`) override the flags.
+    let spec = PlannerSpec::parse(planner_name)?;
+    let settings = &spec.settings(settings);
+    let npu_args = &spec.npu_args(extras.npu);
+    let planner = spec.planner(settings);
+    check_fragmented(planner, settings)?;
     let strip = strip_options(planner, extras)?;
     let loaded = input::read_input(file, settings)?;
     let mut problem = loaded.problem.clone();
@@ -178,14 +184,14 @@ pub fn plan(
     }
     // npu plans the analysis with the platform's in-place operators and alignment.
     let is_npu = planner.name() == planner::Npu::default().name();
-    if !is_npu && extras.npu.is_set() {
+    if !is_npu && npu_args.is_set() {
         bail!(
             "--platform and --match apply to --planner npu only, not to '{}'",
             planner.name()
         );
     }
     let npu = if is_npu {
-        let prepared = crate::npu::prepare(file, &loaded, settings, extras.npu, alignment)?;
+        let prepared = crate::npu::prepare(file, &loaded, settings, npu_args, alignment)?;
         problem = prepared.problem.clone();
         Some(prepared)
     } else {
@@ -386,22 +392,15 @@ pub fn plan(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `planner`, or `exclusive --fragmented` for `exclusive` under `--fragmented`, which
-/// applies to no other planner.
-fn exclusive_variant(
-    planner: &'static dyn Planner,
-    settings: &GraphSettings,
-) -> Result<&'static dyn Planner> {
-    if !settings.fragmented {
-        return Ok(planner);
-    }
-    if planner.name() != planner::Exclusive::DEFAULT.name() {
+/// `--fragmented` applies to `exclusive` only: an error for any other planner.
+fn check_fragmented(planner: &dyn Planner, settings: &GraphSettings) -> Result<()> {
+    if settings.fragmented && planner.name() != planner::Exclusive::DEFAULT.name() {
         bail!(
             "--fragmented applies to --planner exclusive only, not to '{}'",
             planner.name()
         );
     }
-    Ok(&planner::Exclusive::FRAGMENTED)
+    Ok(())
 }
 
 /// The rules as `--exclusive-rules` spells them, followed by rule 4 (`live`, always on).
@@ -814,62 +813,69 @@ struct BenchRow {
     file: String,
     buffers: usize,
     lower_bound: u64,
-    planner: &'static str,
+    /// The planner spec as written (`exclusive:rules=edges+outputs`), or the plain name.
+    planner: String,
     /// The arena, or why there is none.
     arena: std::result::Result<u64, String>,
     /// The fastest of the repeated runs.
     elapsed: Duration,
 }
 
-/// `memplan bench`.
+/// `memplan bench`: every planner spec (see [`crate::spec`]) on every file. The flags in
+/// `settings` and `npu_args` apply to every spec that does not set the option itself.
 pub fn bench(
     files: &[std::path::PathBuf],
-    names: &[String],
+    specs: &[String],
     format: crate::BenchFormat,
     repeat: u32,
     settings: &GraphSettings,
     npu_args: &crate::npu::NpuArgs,
 ) -> Result<ExitCode> {
-    let mut planners: Vec<&'static dyn Planner> = if names.is_empty() {
-        planner::all().to_vec()
-    } else {
-        names
+    let specs: Vec<PlannerSpec> = if specs.is_empty() {
+        planner::all()
             .iter()
-            .map(|n| planner::by_name(n))
-            .collect::<std::result::Result<_, _>>()?
+            .map(|p| PlannerSpec::parse(p.name()))
+            .collect::<Result<_>>()?
+    } else {
+        specs
+            .iter()
+            .map(|s| PlannerSpec::parse(s))
+            .collect::<Result<_>>()?
     };
-    if settings.fragmented {
-        let exclusive = planner::Exclusive::DEFAULT.name();
-        if !planners.iter().any(|p| p.name() == exclusive) {
-            bail!("--fragmented applies to the exclusive planner, which this bench does not run");
-        }
-        for p in planners.iter_mut().filter(|p| p.name() == exclusive) {
-            *p = &planner::Exclusive::FRAGMENTED;
-        }
+    let exclusive = planner::Exclusive::DEFAULT.name();
+    if settings.fragmented
+        && !specs
+            .iter()
+            .any(|s| s.planner(settings).name() == exclusive)
+    {
+        bail!("--fragmented applies to the exclusive planner, which this bench does not run");
     }
     let mut rows = Vec::new();
     for file in files {
         let loaded = input::read_input(file, settings)?;
         let lower_bound = max_live(&loaded.problem, file)?;
-        for &planner in &planners {
+        for spec in &specs {
+            let settings = spec.settings(settings);
+            let planner = spec.planner(&settings);
             // `npu` plans its own problem with the method's groups.
             let npu = if planner.name() == planner::Npu::default().name() {
-                Some(crate::npu::prepare(file, &loaded, settings, npu_args, 1)?)
+                let args = spec.npu_args(npu_args);
+                Some(crate::npu::prepare(file, &loaded, &settings, &args, 1)?)
             } else {
                 None
             };
             // `exclusive` plans the graph's exclusivity problem (an error row without one).
             let problem = if let Some(prepared) = &npu {
                 std::borrow::Cow::Borrowed(&prepared.problem)
-            } else if planner.name() == planner::Exclusive::DEFAULT.name() {
-                match input::exclusive_problem(file, &loaded, settings) {
+            } else if planner.name() == exclusive {
+                match input::exclusive_problem(file, &loaded, &settings) {
                     Ok(p) => std::borrow::Cow::Owned(p),
                     Err(e) => {
                         rows.push(BenchRow {
                             file: file.display().to_string(),
                             buffers: loaded.problem.len(),
                             lower_bound,
-                            planner: planner.name(),
+                            planner: spec.label.clone(),
                             arena: Err(format!("{e:#}")),
                             elapsed: Duration::ZERO,
                         });
@@ -880,7 +886,7 @@ pub fn bench(
                 std::borrow::Cow::Borrowed(&loaded.problem)
             };
             let problem: &Problem = &problem;
-            let message = format!("{} on {}", planner.name(), file.display());
+            let message = format!("{} on {}", spec.label, file.display());
             let (result, elapsed) = progress::with_spinner(message, || {
                 let mut fastest = Duration::MAX;
                 let mut result = None;
@@ -901,7 +907,7 @@ pub fn bench(
                     if !report.is_valid() {
                         bail!(
                             "internal error: planner '{}' produced an invalid plan for '{}': {}; please report this bug",
-                            planner.name(),
+                            spec.label,
                             file.display(),
                             report.violations[0]
                         );
@@ -914,7 +920,7 @@ pub fn bench(
                 file: file.display().to_string(),
                 buffers: problem.len(),
                 lower_bound,
-                planner: planner.name(),
+                planner: spec.label.clone(),
                 arena,
                 elapsed,
             });
@@ -933,7 +939,7 @@ pub fn bench(
                         r.file.clone(),
                         r.buffers.to_string(),
                         r.lower_bound.to_string(),
-                        r.planner.to_string(),
+                        r.planner.clone(),
                         arena,
                         quality,
                         millis(r.elapsed),
@@ -971,15 +977,15 @@ pub fn bench(
             .collect(),
         crate::BenchFormat::Markdown => {
             let mut out = String::from("| file | buffers | lower bound |");
-            for p in &planners {
-                out.push_str(&format!(" {} |", p.name()));
+            for spec in &specs {
+                out.push_str(&format!(" {} |", spec.label));
             }
             out.push_str("\n| --- | ---: | ---: |");
-            for _ in &planners {
+            for _ in &specs {
                 out.push_str(" ---: |");
             }
             out.push('\n');
-            for chunk in rows.chunks(planners.len()) {
+            for chunk in rows.chunks(specs.len()) {
                 let first = &chunk[0];
                 out.push_str(&format!(
                     "| {} | {} | {} |",

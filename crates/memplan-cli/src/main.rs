@@ -15,6 +15,7 @@ mod inspect;
 mod npu;
 mod pool;
 mod progress;
+mod spec;
 mod swap;
 mod table;
 

@@ -1,0 +1,286 @@
+//! Planner specs: a planner name with options, as `--planner` and `--planners` take it,
+//! so that one `memplan bench` can run several variants of a planner side by side.
+//!
+//! ```text
+//! SPEC   = NAME [":" OPTION]...
+//! OPTION = KEY "=" VALUE | FLAG
+//! ```
+//!
+//! `:` separates the options (not `,`, which separates the specs of `--planners`); a list
+//! value joins its items with `+`. The options:
+//!
+//! | planner | option | meaning, as the flag of the same name |
+//! |---|---|---|
+//! | `exclusive` | `rules=LIST` | `--exclusive-rules`, items `edges`, `branches`, `outputs` (or `none`) joined by `+` |
+//! | `exclusive` | `fragmented` | `--fragmented` |
+//! | `npu` | `match=size\|lifetime` | `--match` |
+//! | `npu` | `platform=FILE` | `--platform` |
+//!
+//! An option of a spec overrides the flag for that spec only; a plain name takes the flags.
+//! Examples: `exclusive:rules=edges+outputs`, `exclusive:fragmented`, `npu:match=lifetime`,
+//! `npu:platform=platforms/npu-pooled.json:match=lifetime`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use memplan::planner::{self, Planner};
+use memplan_graph::Rules;
+
+use crate::input::GraphSettings;
+use crate::npu::{MatchArg, NpuArgs};
+
+/// A planner with the options of its spec.
+#[derive(Clone, Debug)]
+pub struct PlannerSpec {
+    /// The spec as written: the name of its column or rows in `memplan bench`.
+    pub label: String,
+    /// The planner named (the contiguous `exclusive` even under `fragmented`: see
+    /// [`PlannerSpec::planner`]).
+    name: &'static str,
+    /// `exclusive`'s `rules=`.
+    exclusive_rules: Option<Rules>,
+    /// `exclusive`'s `fragmented`.
+    fragmented: bool,
+    /// `npu`'s `match=`.
+    match_rule: Option<MatchArg>,
+    /// `npu`'s `platform=`.
+    platform: Option<PathBuf>,
+}
+
+/// The options each planner takes, for error messages.
+fn options_of(name: &str) -> &'static str {
+    if name == planner::Exclusive::DEFAULT.name() {
+        "rules=LIST (edges+branches+outputs, or none) and fragmented"
+    } else if name == planner::Npu::default().name() {
+        "match=size|lifetime and platform=FILE"
+    } else {
+        "none"
+    }
+}
+
+impl PlannerSpec {
+    /// Parses a spec; the error names the spec, the planner and the option at fault.
+    pub fn parse(text: &str) -> Result<PlannerSpec> {
+        let text = text.trim();
+        let mut parts = text.split(':');
+        let name = parts.next().unwrap_or_default().trim();
+        let planner = match planner::by_name(name) {
+            Ok(p) => p,
+            Err(e) if ["edges", "branches", "outputs", "none"].contains(&name) => bail!(
+                "{e}; '{name}' is an exclusivity rule: inside --planners join the rules with '+', e.g. exclusive:rules=edges+outputs"
+            ),
+            Err(e) => return Err(e.into()),
+        };
+        let mut spec = PlannerSpec {
+            label: text.to_string(),
+            name: planner.name(),
+            exclusive_rules: None,
+            fragmented: false,
+            match_rule: None,
+            platform: None,
+        };
+        let is_exclusive = spec.name == planner::Exclusive::DEFAULT.name();
+        let is_npu = spec.name == planner::Npu::default().name();
+        let mut seen: Vec<&str> = Vec::new();
+        for option in parts {
+            let (key, value) = match option.split_once('=') {
+                Some((k, v)) => (k.trim(), Some(v.trim())),
+                None => (option.trim(), None),
+            };
+            if key.is_empty() {
+                bail!(
+                    "planner spec '{text}': an empty option after ':'; options of '{}': {}",
+                    spec.name,
+                    options_of(spec.name)
+                );
+            }
+            if seen.contains(&key) {
+                bail!(
+                    "planner spec '{text}': option '{key}' of planner '{}' is given twice",
+                    spec.name
+                );
+            }
+            seen.push(key);
+            let needs_value = |value: Option<&str>| {
+                match value {
+                Some(v) if !v.is_empty() => Ok(v.to_string()),
+                _ => Err(anyhow::anyhow!(
+                    "planner spec '{text}': option '{key}' of planner '{}' needs a value ({key}=...)",
+                    spec.name
+                )),
+            }
+            };
+            match key {
+                "rules" if is_exclusive => {
+                    let value = needs_value(value)?;
+                    let rules = Rules::parse(&value.replace('+', ",")).map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'rules' of planner 'exclusive': {e}"
+                        )
+                    })?;
+                    spec.exclusive_rules = Some(rules);
+                }
+                "fragmented" if is_exclusive => {
+                    if let Some(v) = value {
+                        bail!(
+                            "planner spec '{text}': option 'fragmented' of planner 'exclusive' takes no value (got '{v}'); write exclusive:fragmented"
+                        );
+                    }
+                    spec.fragmented = true;
+                }
+                "match" if is_npu => {
+                    let value = needs_value(value)?;
+                    let rule = MatchArg::from_str(&value, false).map_err(|_| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'match' of planner 'npu': '{value}' is neither 'size' nor 'lifetime'"
+                        )
+                    })?;
+                    spec.match_rule = Some(rule);
+                }
+                "platform" if is_npu => {
+                    spec.platform = Some(PathBuf::from(needs_value(value)?));
+                }
+                _ => bail!(
+                    "planner spec '{text}': planner '{}' has no option '{key}'; its options: {}",
+                    spec.name,
+                    options_of(spec.name)
+                ),
+            }
+        }
+        Ok(spec)
+    }
+
+    /// The planner to run: [`planner::Exclusive::FRAGMENTED`] for `exclusive` with
+    /// `fragmented` (given in the spec or by `--fragmented`), else the planner named.
+    pub fn planner(&self, settings: &GraphSettings) -> &'static dyn Planner {
+        if self.name == planner::Exclusive::DEFAULT.name() && self.settings(settings).fragmented {
+            &planner::Exclusive::FRAGMENTED
+        } else {
+            planner::by_name(self.name).expect("the name was looked up when parsed")
+        }
+    }
+
+    /// The graph settings of this spec: `settings` with the spec's exclusive options.
+    pub fn settings(&self, settings: &GraphSettings) -> GraphSettings {
+        GraphSettings {
+            exclusive_rules: self.exclusive_rules.unwrap_or(settings.exclusive_rules),
+            fragmented: settings.fragmented || self.fragmented,
+            ..settings.clone()
+        }
+    }
+
+    /// The npu flags of this spec: `args` with the spec's npu options.
+    pub fn npu_args(&self, args: &NpuArgs) -> NpuArgs {
+        let mut args = args.clone();
+        if let Some(rule) = self.match_rule {
+            args.match_rule = rule;
+        }
+        if let Some(path) = &self.platform {
+            args.platform.platform = Some(path.clone());
+        }
+        args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn error(text: &str) -> String {
+        format!("{:#}", PlannerSpec::parse(text).unwrap_err())
+    }
+
+    #[test]
+    fn options_override_the_flags_for_their_spec_only() {
+        let base = GraphSettings::default();
+        let spec = PlannerSpec::parse("exclusive:rules=edges+outputs").unwrap();
+        let settings = spec.settings(&base);
+        assert_eq!(settings.exclusive_rules.to_string(), "edges,outputs");
+        assert!(!settings.fragmented);
+        assert_eq!(spec.planner(&base).name(), "exclusive");
+
+        let spec = PlannerSpec::parse("exclusive:fragmented").unwrap();
+        assert_eq!(spec.settings(&base).exclusive_rules, Rules::ALL);
+        assert_eq!(spec.planner(&base).name(), "exclusive");
+        assert!(spec.settings(&base).fragmented);
+
+        let spec =
+            PlannerSpec::parse("npu:platform=platforms/npu-pooled.json:match=lifetime").unwrap();
+        let args = spec.npu_args(&NpuArgs::default());
+        assert_eq!(args.match_rule, MatchArg::Lifetime);
+        assert_eq!(
+            args.platform.platform.as_deref(),
+            Some(std::path::Path::new("platforms/npu-pooled.json"))
+        );
+        assert_eq!(
+            spec.label,
+            "npu:platform=platforms/npu-pooled.json:match=lifetime"
+        );
+
+        let plain = PlannerSpec::parse("npu").unwrap();
+        let flags = NpuArgs {
+            match_rule: MatchArg::Lifetime,
+            ..NpuArgs::default()
+        };
+        assert_eq!(plain.npu_args(&flags).match_rule, MatchArg::Lifetime);
+        let size = PlannerSpec::parse("npu:match=size").unwrap();
+        assert_eq!(size.npu_args(&flags).match_rule, MatchArg::Size);
+    }
+
+    #[test]
+    fn errors_name_the_planner_and_the_option() {
+        let e = error("exclusive:color=red");
+        assert!(
+            e.contains("'exclusive'") && e.contains("'color'") && e.contains("rules=LIST"),
+            "{e}"
+        );
+        let e = error("naive:match=size");
+        assert!(e.contains("'naive'") && e.contains("'match'"), "{e}");
+        let e = error("exclusive:rules=edges+loops");
+        assert!(e.contains("'rules'") && e.contains("'loops'"), "{e}");
+        let e = error("npu:match=closest");
+        assert!(e.contains("'match'") && e.contains("'closest'"), "{e}");
+        let e = error("npu:platform");
+        assert!(e.contains("needs a value"), "{e}");
+        let e = error("exclusive:fragmented=yes");
+        assert!(e.contains("takes no value"), "{e}");
+        let e = error("npu:match=size:match=lifetime");
+        assert!(e.contains("twice"), "{e}");
+        let e = error("exclusive:");
+        assert!(e.contains("empty option"), "{e}");
+        let e = error("outputs");
+        assert!(e.contains("unknown planner") && e.contains("'+'"), "{e}");
+        let e = error("nonesuch:x");
+        assert!(e.contains("unknown planner 'nonesuch'"), "{e}");
+    }
+
+    proptest! {
+        /// Any text is parsed or rejected with an error, never a panic; a parsed spec keeps
+        /// its text as its label and names a known planner.
+        #[test]
+        fn any_text_parses_or_errs(text in "[a-z+=:./-]{0,40}") {
+            if let Ok(spec) = PlannerSpec::parse(&text) {
+                prop_assert_eq!(&spec.label, text.trim());
+                prop_assert!(planner::by_name(spec.name).is_ok());
+            }
+        }
+
+        /// Every combination of the exclusive options round-trips through its spec.
+        #[test]
+        fn exclusive_options_round_trip(
+            edges: bool, branches: bool, outputs: bool, fragmented: bool
+        ) {
+            let rules = Rules { edges, branches, outputs };
+            let mut text = format!("exclusive:rules={}", rules.to_string().replace(',', "+"));
+            if fragmented {
+                text.push_str(":fragmented");
+            }
+            let spec = PlannerSpec::parse(&text).unwrap();
+            let settings = spec.settings(&GraphSettings::default());
+            prop_assert_eq!(settings.exclusive_rules, rules);
+            prop_assert_eq!(settings.fragmented, fragmented);
+        }
+    }
+}
