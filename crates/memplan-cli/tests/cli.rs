@@ -1344,3 +1344,81 @@ fn fragmented_applies_to_the_exclusive_planner_only() {
         stdout(&out)
     );
 }
+
+/// Variants of a planner are columns of one bench, named by their specs; every plan is
+/// checked inside `bench`.
+#[test]
+fn bench_with_planner_variants_golden() {
+    let out = memplan(&[
+        "bench",
+        "examples/exclusive_example.json",
+        "examples/small_cnn.json",
+        "--planners",
+        "naive,exclusive,exclusive:rules=edges+outputs,exclusive:fragmented,npu,npu:match=lifetime,npu:platform=platforms/npu-pooled.json:match=lifetime",
+        "-f",
+        "markdown",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("bench_variants_markdown.txt", &stdout(&out));
+    // A variant equals the plain planner run with the same flags.
+    let json = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec!["bench", "examples/small_cnn.json", "-f", "json"];
+        all.extend(args);
+        let out = memplan(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let variant = json(&[
+        "--planners",
+        "npu:platform=platforms/npu-pooled.json:match=lifetime",
+    ]);
+    let flags = json(&[
+        "--planners",
+        "npu",
+        "--platform",
+        "platforms/npu-pooled.json",
+        "--match",
+        "lifetime",
+    ]);
+    assert_eq!(
+        variant[0]["planner"],
+        "npu:platform=platforms/npu-pooled.json:match=lifetime"
+    );
+    assert_eq!(flags[0]["planner"], "npu");
+    assert_eq!(variant[0]["arena_bytes"], flags[0]["arena_bytes"]);
+    let variant = json(&["--planners", "exclusive:rules=edges"]);
+    let flags = json(&["--planners", "exclusive", "--exclusive-rules", "edges"]);
+    assert_eq!(variant[0]["arena_bytes"], flags[0]["arena_bytes"]);
+    // `plan` takes the same specs.
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu:platform=platforms/npu-pooled.json:match=lifetime",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden(
+        "plan_npu_pooled_lifetime_small_cnn_table.txt",
+        &stdout(&out),
+    );
+}
+
+#[test]
+fn bad_planner_specs_exit_2_naming_planner_and_option() {
+    for (spec, needles) in [
+        ("exclusive:colour=red", &["'exclusive'", "'colour'"][..]),
+        ("npu:match=closest", &["'npu'", "'match'", "'closest'"][..]),
+        ("naive:rules=edges", &["'naive'", "'rules'"][..]),
+        ("exclusive:rules=edges,outputs", &["'outputs'", "'+'"][..]),
+    ] {
+        let out = memplan(&["bench", "examples/small_cnn.json", "--planners", spec]);
+        assert_eq!(out.status.code(), Some(2), "{spec}");
+        let err = stderr(&out);
+        for needle in needles {
+            assert!(err.contains(needle), "{spec}: {err}");
+        }
+    }
+}
