@@ -591,28 +591,61 @@ fn graph_rows(
 /// The plan of an exclusive planner (a plan JSON that says `"planner": "exclusive"`) is
 /// checked against the exclusive problem rebuilt from the model with the plan's recorded
 /// `exclusive_rules`, then against the tensors' lifetimes; a shared exclusive pair is
-/// reported with its operators and the rule that makes them exclusive.
+/// reported with its operators and the rule that makes them exclusive. The plan of `npu`
+/// is checked against the problem rebuilt with its platform (`--platform`, else the plan's
+/// `platform_file`, else the built-in default; see [`crate::npu::plan_platform`]) and its
+/// alignment.
 pub fn check(
     problem_path: &Path,
     plan_path: &Path,
     format: ReportFormat,
     settings: &GraphSettings,
+    platform: &crate::npu::PlatformArg,
 ) -> Result<ExitCode> {
     let loaded = input::read_input(problem_path, settings)?;
-    let exclusive_rules = input::exclusive_plan_rules(plan_path)?;
-    let exclusive_problem = match exclusive_rules {
-        Some(rules) => {
+    let summary = input::read_plan_summary(plan_path)?;
+    let (exclusive_rules, npu_platform) = match &summary {
+        Some(summary) => (
+            input::exclusive_plan_rules(plan_path, summary)?,
+            crate::npu::plan_platform(plan_path, summary, platform)?,
+        ),
+        None if platform.platform.is_some() => bail!(
+            "--platform applies to the plan JSON of --planner npu only, and '{}' is a solution CSV",
+            plan_path.display()
+        ),
+        None => (None, None),
+    };
+    let alignment = summary.as_ref().map_or(1, |s| s.alignment.max(1));
+    let mut npu = None;
+    let rebuilt = match (exclusive_rules, npu_platform) {
+        (Some(rules), _) => {
             let settings = GraphSettings {
                 exclusive_rules: rules,
                 ..settings.clone()
             };
             Some(input::exclusive_problem(problem_path, &loaded, &settings)?)
         }
-        None => None,
+        (None, Some(platform)) => {
+            let args = crate::npu::NpuArgs {
+                platform,
+                ..Default::default()
+            };
+            let prepared = crate::npu::prepare(problem_path, &loaded, settings, &args, alignment)?;
+            let problem = prepared.problem.clone();
+            npu = Some(prepared);
+            Some(problem)
+        }
+        (None, None) => None,
     };
-    let problem = exclusive_problem.as_ref().unwrap_or(&loaded.problem);
+    let problem = rebuilt.as_ref().unwrap_or(&loaded.problem);
     let plan = input::read_plan(plan_path, problem)?;
-    let lower_bound = max_live(&loaded.problem, problem_path)?;
+    // The bound of the lifetime problem: the npu problem is that of its platform's analysis.
+    let bounded = if npu.is_some() {
+        problem
+    } else {
+        &loaded.problem
+    };
+    let lower_bound = max_live(bounded, problem_path)?;
     let report = progress::with_spinner(format!("checking {} buffers", problem.len()), || {
         checker::check(problem, &plan)
     });
@@ -644,6 +677,13 @@ pub fn check(
             if let Some(rules) = exclusive_rules {
                 value["exclusive_rules"] = json!(rules.to_string());
             }
+            if let Some(prepared) = &npu {
+                value["platform"] = json!(prepared.platform.name);
+                value["platform_file"] = json!(prepared
+                    .platform_file
+                    .as_ref()
+                    .map(|p| p.display().to_string()));
+            }
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
         ReportFormat::Table => {
@@ -670,6 +710,21 @@ pub fn check(
                     format!(
                         "exclusive plan (rules {}, from the plan), then tensor lifetimes",
                         rules_with_live(rules)
+                    ),
+                ));
+            }
+            if let Some(prepared) = &npu {
+                let also = if alignment > 1 {
+                    format!(", --alignment {alignment}")
+                } else {
+                    String::new()
+                };
+                rows.push((
+                    "checked as",
+                    format!(
+                        "npu plan (platform {} ({}){also}, from the plan)",
+                        prepared.platform.name,
+                        crate::npu::source_name(prepared.platform_file.as_deref())
                     ),
                 ));
             }

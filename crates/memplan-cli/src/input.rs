@@ -134,15 +134,23 @@ pub fn exclusive_problem(
         .with_context(|| format!("'{}'", path.display()))
 }
 
-/// The exclusivity rules an exclusive plan file was made with, or `None` for the plan of
-/// a lifetime problem. A plan JSON whose `planner` is `exclusive` records its rules in
-/// `exclusive_rules`; `memplan check` rebuilds the same exclusive problem from them.
-pub fn exclusive_plan_rules(path: &Path) -> Result<Option<Rules>> {
+/// The summary of a plan JSON (planner, alignment, the planner's own fields), or `None`
+/// for a solution CSV.
+pub fn read_plan_summary(path: &Path) -> Result<Option<json::PlanSummary>> {
     let text = read_text(path)?;
     if !text.trim_start().starts_with('{') {
         return Ok(None);
     }
-    let summary = json::read_plan_summary(&text, &path.display().to_string())?;
+    Ok(Some(json::read_plan_summary(
+        &text,
+        &path.display().to_string(),
+    )?))
+}
+
+/// The exclusivity rules an exclusive plan file was made with, or `None` for the plan of
+/// a lifetime problem. A plan JSON whose `planner` is `exclusive` records its rules in
+/// `exclusive_rules`; `memplan check` rebuilds the same exclusive problem from them.
+pub fn exclusive_plan_rules(path: &Path, summary: &json::PlanSummary) -> Result<Option<Rules>> {
     if summary.planner != memplan::planner::Exclusive::DEFAULT.name() {
         return Ok(None);
     }

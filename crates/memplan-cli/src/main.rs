@@ -73,6 +73,10 @@ enum Command {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = ReportFormat::Table)]
         format: ReportFormat,
+        /// The platform file of an npu plan, when the plan's `platform_file` cannot be read
+        /// from here (see doc/npu.md).
+        #[arg(long, value_name = "FILE")]
+        platform: Option<PathBuf>,
         #[command(flatten)]
         graph: GraphArgs,
     },
@@ -407,8 +411,15 @@ fn main() -> ExitCode {
             problem,
             plan,
             format,
+            platform,
             graph,
-        } => commands::check(&problem, &plan, format, &graph.settings()),
+        } => commands::check(
+            &problem,
+            &plan,
+            format,
+            &graph.settings(),
+            &npu::PlatformArg { platform },
+        ),
         Command::Bound {
             file,
             format,
@@ -422,7 +433,11 @@ fn main() -> ExitCode {
             platform,
             graph,
         } => {
-            if exclusive {
+            if platform.platform.is_some() && !operators {
+                Err(anyhow::anyhow!(
+                    "--platform applies to `memplan inspect --operators` only (the tensors and the exclusive pairs do not depend on a platform); add --operators, or leave --platform out"
+                ))
+            } else if exclusive {
                 inspect::inspect_exclusive(&file, format, &graph.settings())
             } else if operators {
                 npu::inspect_operators(&file, format, &graph.settings(), &platform)

@@ -66,15 +66,20 @@ impl NpuArgs {
 impl PlatformArg {
     /// The platform file's description, or the shipped default; and how to name it.
     pub fn load(&self) -> Result<(Platform, String)> {
+        let source = source_name(self.platform.as_deref());
         match &self.platform {
-            None => Ok((Platform::default_profile(), "built-in default".to_string())),
+            None => Ok((Platform::default_profile(), source)),
             Some(path) => {
                 let text = input::read_text(path)?;
-                let source = path.display().to_string();
                 Ok((Platform::parse(&text, &source)?, source))
             }
         }
     }
+}
+
+/// How reports name a platform: its file's path, or `built-in default`.
+pub fn source_name(file: Option<&Path>) -> String {
+    file.map_or("built-in default".to_string(), |p| p.display().to_string())
 }
 
 /// The graph side of a prepared run.
@@ -91,8 +96,8 @@ pub struct Prepared {
     pub groups: Groups,
     pub rule: Match,
     pub platform: Platform,
-    /// The platform file's path, or `built-in default`.
-    pub platform_source: String,
+    /// The platform file as given (`--platform`), or `None` for the built-in default.
+    pub platform_file: Option<PathBuf>,
     /// `None` for a minimalloc CSV: every step is an operator of group 3.
     pub graph: Option<GraphPart>,
 }
@@ -116,7 +121,8 @@ pub fn prepare(
     args: &NpuArgs,
     alignment: u64,
 ) -> Result<Prepared> {
-    let (platform, platform_source) = args.platform.load()?;
+    let (platform, _) = args.platform.load()?;
+    let platform_file = args.platform.platform.clone();
     let rule = args.match_rule.rule();
     let Some((graph, _)) = &loaded.graph else {
         let problem = loaded
@@ -129,7 +135,7 @@ pub fn prepare(
             groups,
             rule,
             platform,
-            platform_source,
+            platform_file,
             graph: None,
         });
     };
@@ -142,7 +148,7 @@ pub fn prepare(
         groups: input.groups,
         rule,
         platform,
-        platform_source,
+        platform_file,
         graph: Some(GraphPart {
             graph: graph.clone(),
             analysis,
@@ -193,6 +199,14 @@ pub fn json_extras(
 ) {
     let stats = assignment.stats;
     extra.insert("platform".into(), json!(prepared.platform.name));
+    // What `memplan check` needs to rebuild the problem (null: the built-in default).
+    extra.insert(
+        "platform_file".into(),
+        json!(prepared
+            .platform_file
+            .as_ref()
+            .map(|p| p.display().to_string())),
+    );
     extra.insert(
         "accelerator_buffers".into(),
         json!(prepared.platform.accelerator_buffers.name()),
@@ -239,7 +253,7 @@ pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static
             format!(
                 "{} ({}), alignment {}, accelerator buffers {}",
                 prepared.platform.name,
-                prepared.platform_source,
+                source_name(prepared.platform_file.as_deref()),
                 prepared.platform.alignment,
                 prepared.platform.accelerator_buffers.name()
             ),
@@ -261,6 +275,66 @@ pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static
     }
     rows.push(("pool", pool));
     rows
+}
+
+/// The platform an npu plan file was made with, for `memplan check` to rebuild its
+/// problem: `--platform` when given, else the plan's `platform_file`, else the built-in
+/// default; the platform's name must be the plan's `platform`. `None` for the plan of
+/// another planner, which `--platform` does not apply to.
+pub fn plan_platform(
+    plan_path: &Path,
+    summary: &memplan::io::json::PlanSummary,
+    given: &PlatformArg,
+) -> Result<Option<PlatformArg>> {
+    let plan = plan_path.display();
+    if summary.planner != memplan::planner::Planner::name(&memplan::planner::Npu::default()) {
+        if let Some(path) = &given.platform {
+            anyhow::bail!(
+                "--platform '{}' applies to the plans of --planner npu only, and '{plan}' is a plan of '{}'",
+                path.display(),
+                summary.planner
+            );
+        }
+        return Ok(None);
+    }
+    let Some(serde_json::Value::String(recorded)) = summary.extra.get("platform") else {
+        anyhow::bail!(
+            "'{plan}' is an npu plan but does not record its \"platform\" (the platform's name); plan again with `memplan plan --planner npu -f json`"
+        );
+    };
+    let recorded_file = match summary.extra.get("platform_file") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(path)) => Some(PathBuf::from(path)),
+        Some(other) => anyhow::bail!(
+            "'{plan}': \"platform_file\" must be a path string or null (the built-in default), not {other}"
+        ),
+    };
+    let chosen = PlatformArg {
+        platform: given.platform.clone().or(recorded_file.clone()),
+    };
+    let (platform, _) = chosen.load().with_context(|| match &given.platform {
+        Some(_) => "cannot load the platform given with --platform".to_string(),
+        None => format!(
+            "'{plan}' was made with the platform file '{}' (its \"platform_file\"), which cannot be loaded from here; pass that file with --platform FILE",
+            recorded_file.as_deref().map_or("?".into(), |p| p.display().to_string())
+        ),
+    })?;
+    if &platform.name != recorded {
+        let hint = if given.platform.is_some() {
+            "pass the platform file the plan was made with"
+        } else {
+            "pass its platform file with --platform FILE"
+        };
+        let what = match &chosen.platform {
+            Some(path) => format!("the platform file '{}'", path.display()),
+            None => "the built-in default platform".to_string(),
+        };
+        anyhow::bail!(
+            "'{plan}' was made for the platform '{recorded}', but {what} is '{}'; {hint}",
+            platform.name
+        );
+    }
+    Ok(Some(chosen))
 }
 
 /// `memplan inspect --operators`: every operator's configuration (methods.md §2).

@@ -1422,3 +1422,168 @@ fn bad_planner_specs_exit_2_naming_planner_and_option() {
         }
     }
 }
+
+/// An npu plan made with a platform file records it, and `check` rebuilds the problem of
+/// that platform (its in-place list and alignment), or says to pass `--platform`.
+#[test]
+fn check_rebuilds_the_problem_of_an_npu_plans_platform() {
+    let dir = tempfile::tempdir().unwrap();
+    let platform = dir.path().join("no-inplace.json");
+    std::fs::write(
+        &platform,
+        r#"{"name": "no-inplace", "accelerated": ["Conv"], "in_place": [], "alignment": 128}"#,
+    )
+    .unwrap();
+    let plan = dir.path().join("plan.json");
+    let (platform_s, plan_s) = (platform.to_str().unwrap(), plan.to_str().unwrap());
+    let model = "examples/small_cnn.json";
+    let out = memplan(&[
+        "plan",
+        model,
+        "--planner",
+        "npu",
+        "--platform",
+        platform_s,
+        "-f",
+        "json",
+        "-o",
+        plan_s,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(value["platform"], "no-inplace");
+    assert_eq!(value["platform_file"], platform_s);
+    // Without in-place the graph has more blocks than the default analysis: the plan only
+    // fits the problem rebuilt with the recorded platform.
+    let default_blocks = memplan(&["bound", model, "-f", "json"]);
+    let default_blocks: serde_json::Value = serde_json::from_str(&stdout(&default_blocks)).unwrap();
+    let blocks = value["buffers"].as_array().unwrap().len();
+    assert!(blocks as u64 > default_blocks["buffers"].as_u64().unwrap());
+    let out = memplan(&["check", model, plan_s]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("npu plan (platform no-inplace"),
+        "{}",
+        stdout(&out)
+    );
+    // The platform's alignment is checked: move a block off the 128-byte grid.
+    let mut broken = value.clone();
+    let buffers = broken["buffers"].as_array_mut().unwrap();
+    let top = buffers
+        .iter()
+        .map(|b| b["offset"].as_u64().unwrap() + b["size"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    buffers[0]["offset"] = serde_json::json!(top + 64);
+    let arena = top + 64 + buffers[0]["size"].as_u64().unwrap();
+    broken["arena_bytes"] = serde_json::json!(arena);
+    let broken_path = dir.path().join("broken.json");
+    std::fs::write(&broken_path, serde_json::to_string(&broken).unwrap()).unwrap();
+    let out = memplan(&["check", model, broken_path.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("breaks 1 rule(s)")
+            && stdout(&out).contains("is not a multiple of its alignment 128"),
+        "{}",
+        stdout(&out)
+    );
+    // Another platform is refused, naming both.
+    let out = memplan(&[
+        "check",
+        model,
+        plan_s,
+        "--platform",
+        "platforms/npu-pooled.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("'no-inplace'") && err.contains("'npu-pooled'"),
+        "{err}"
+    );
+    // The recorded file is gone: the error says what to pass; --platform then works.
+    let moved = dir.path().join("moved.json");
+    std::fs::rename(&platform, &moved).unwrap();
+    let out = memplan(&["check", model, plan_s]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(platform_s) && err.contains("--platform FILE"),
+        "{err}"
+    );
+    let out = memplan(&[
+        "check",
+        model,
+        plan_s,
+        "--platform",
+        moved.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // A plan of the built-in default records no file and is checked without flags.
+    let out = memplan(&[
+        "plan",
+        model,
+        "--planner",
+        "npu",
+        "-f",
+        "json",
+        "-o",
+        plan_s,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert!(value["platform_file"].is_null(), "{value}");
+    let out = memplan(&["check", model, plan_s]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn platform_applies_to_npu_plans_and_operators_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let plan_s = plan.to_str().unwrap();
+    let model = "examples/small_cnn.json";
+    let pooled = "platforms/npu-pooled.json";
+    for format in ["json", "csv"] {
+        let out = memplan(&["plan", model, "-f", format, "-o", plan_s]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = memplan(&["check", model, plan_s, "--platform", pooled]);
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        assert!(
+            stderr(&out).contains("--planner npu only"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = memplan(&["inspect", model, "--platform", pooled]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--operators"), "{}", stderr(&out));
+    let out = memplan(&["inspect", model, "--operators", "--platform", pooled]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
