@@ -35,7 +35,8 @@ enum Command {
         /// The problem: a minimalloc CSV (`id,lower,upper,size[,alignment,offset,hint,gaps]`),
         /// a graph JSON (`.json`) or an ONNX model (`.onnx`).
         file: PathBuf,
-        /// Which planner to run (see `memplan planners`).
+        /// Which planner to run (see `memplan planners`), or a planner spec with options,
+        /// e.g. `npu:match=lifetime` (see doc/planners.md).
         #[arg(long, short, default_value = "best-of")]
         planner: String,
         /// Output format: a summary table, the plan JSON, or a minimalloc solution CSV.
@@ -122,7 +123,10 @@ enum Command {
         /// Problem files: minimalloc CSV, graph JSON or ONNX.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Comma-separated planner names (default: every planner).
+        /// Comma-separated planner specs (default: every planner): a name, or a name with
+        /// options after `:` such as `exclusive:rules=edges+outputs`, `exclusive:fragmented`,
+        /// `npu:match=lifetime`, `npu:platform=FILE` (see doc/planners.md); each is a column
+        /// named by its spec.
         #[arg(long, short, value_delimiter = ',')]
         planners: Vec<String>,
         /// Output format.
