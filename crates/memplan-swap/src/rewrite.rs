@@ -715,6 +715,118 @@ pub fn check(graph: &Graph) -> Result<(), RewriteError> {
     Ok(())
 }
 
+/// Re-places every copy back ([`SWAP_IN`]) of a rewritten graph as late as the simulated
+/// schedule of the whole graph allows: one round of "simulate, then move each restore's
+/// prefetch source to the latest node that still lets it arrive in time".
+///
+/// From `simulate(graph, machine)`: each copy back has a deadline (the earliest start of
+/// its readers) and is ready when its copy out ends. Taken in order of deadline (then
+/// reader position), the host-to-device engine is scheduled backwards, as late as
+/// possible: the last copy ends at its deadline, each earlier one by the next one's
+/// latest start (or, when that one cannot start until its copy out ends, by that time).
+/// Each copy back then gets one prefetch edge, from the latest compute node before its
+/// reader that finishes by its latest start (none when no such node exists: it starts as
+/// soon as its copy out ends), replacing its previous control edges (prefetch and
+/// serialization of restores); the copies back are moved right after their source (and
+/// after their copy out and the previous copy back), so the engine's FIFO order is the
+/// deadline order. Other nodes and edges are unchanged. The compute stream's times
+/// change when a restore arrives later or earlier than before, so callers repeat the
+/// round and keep the best simulated result. The result passes [`check`].
+pub fn retime_restores(graph: &Graph, machine: &Machine) -> Result<Graph, RewriteError> {
+    let run = simulate(graph, machine)?;
+    let nodes = graph.nodes();
+    let n = nodes.len();
+    let compute: Vec<bool> = nodes
+        .iter()
+        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
+        .collect();
+    // (deadline, first reader position, ready, duration, copy back position, copy out position)
+    let mut copies = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if node.op_type != SWAP_IN {
+            continue;
+        }
+        let readers: Vec<usize> = node
+            .outputs
+            .iter()
+            .flat_map(|&v| graph.value(v).consumers.iter().map(|&(c, _)| c.index()))
+            .collect();
+        let Some(&first) = readers.iter().min() else {
+            continue;
+        };
+        let deadline = readers
+            .iter()
+            .map(|&r| run.start[r])
+            .fold(f64::INFINITY, f64::min);
+        let source = node.inputs.iter().flatten().find_map(|&v| graph.value(v).producer);
+        let out_at = source.map_or(0, |(p, _)| p.index());
+        let ready = source.map_or(0.0, |(p, _)| run.finish[p.index()]);
+        let ms = run.finish[i] - run.start[i];
+        copies.push((deadline, first, ready, ms, i, out_at));
+    }
+    copies.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.4.cmp(&b.4)));
+    // Latest starts, backwards.
+    let mut latest = vec![0.0f64; copies.len()];
+    let mut next = f64::INFINITY;
+    for (k, &(deadline, _, ready, ms, _, _)) in copies.iter().enumerate().rev() {
+        latest[k] = deadline.min(next) - ms;
+        next = latest[k].max(ready);
+    }
+    // Sources and slots: a copy back goes right after original position `slot`.
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut sources: Vec<(usize, usize)> = Vec::new();
+    let mut previous = 0usize;
+    for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
+        let source = (0..reader)
+            .rev()
+            .find(|&u| compute[u] && run.finish[u] <= latest[k] + 1e-9);
+        if let Some(u) = source {
+            sources.push((at, u));
+        }
+        let slot = source.unwrap_or(0).max(out_at).max(previous);
+        previous = slot;
+        after[slot].push(at);
+    }
+    let moved: HashSet<usize> = copies.iter().map(|c| c.4).collect();
+    let mut order = Vec::with_capacity(n);
+    for i in 0..n {
+        if !moved.contains(&i) {
+            order.push(i);
+        }
+        order.extend(after[i].iter().copied());
+    }
+    let mut out = Graph::new(graph.name.clone());
+    for value in graph.values() {
+        out.add_value(value.clone())?;
+    }
+    let mut new_id = vec![NodeId(0); n];
+    for &i in &order {
+        let node = &nodes[i];
+        let id = out.add_node(
+            node.name.clone(),
+            node.op_type.clone(),
+            node.inputs.clone(),
+            node.outputs.clone(),
+            node.attributes.clone(),
+        )?;
+        out.set_latency(id, node.latency_ms);
+        out.set_domain(id, node.domain.clone());
+        new_id[i] = id;
+    }
+    out.set_inputs(graph.inputs().to_vec())?;
+    out.set_outputs(graph.outputs().to_vec())?;
+    for &(from, to) in graph.control_edges() {
+        if !moved.contains(&to.index()) {
+            out.add_control_edge(new_id[from.index()], new_id[to.index()])?;
+        }
+    }
+    for &(at, u) in &sources {
+        out.add_control_edge(new_id[u], new_id[at])?;
+    }
+    check(&out)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
