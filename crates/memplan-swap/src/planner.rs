@@ -35,7 +35,8 @@ use std::collections::{HashMap, HashSet};
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, retime_restores, rewrite, Options, Prefetch, Reduction, RewriteError, Serialize, Swap,
+    is_reduced, levels, retime_restores, rewrite, Options, Prefetch, Reduction, RewriteError,
+    Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -324,7 +325,10 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                 best.evaluated += local.evaluated;
                 if let Some(found) = local.best {
                     let slot = &mut grid_best[usize::from(filter.unserialized)];
-                    if slot.as_ref().is_none_or(|b| best.better(&found.run, &b.run)) {
+                    if slot
+                        .as_ref()
+                        .is_none_or(|b| best.better(&found.run, &b.run))
+                    {
                         *slot = Some(found.clone());
                     }
                     best.offer(found);

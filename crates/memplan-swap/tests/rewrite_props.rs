@@ -6,7 +6,8 @@ use memplan_graph::{Graph, ValueId};
 use memplan_swap::pipedream::{parse, training_step};
 use memplan_swap::planner::{group_candidates, plan, Goal, Improvements, Planner, Setup};
 use memplan_swap::rewrite::{
-    check, rewrite, Codec, Options, Prefetch, Reduction, Serialize, SWAP_IN, SWAP_OUT,
+    check, retime_restores, rewrite, Codec, Options, Prefetch, Reduction, Serialize, SWAP_IN,
+    SWAP_OUT,
 };
 use memplan_swap::select::{candidates, Params};
 use memplan_swap::simulate::{is_host, no_swap, simulate, Machine};
@@ -163,6 +164,11 @@ proptest! {
                 .collect();
             let out = rewrite(&current, &swaps, &options).unwrap();
             valid(&out.graph, &machine)?;
+            // Late restores keep every invariant and every node, and the simulator stays
+            // consistent on the result.
+            let late = retime_restores(&out.graph, &machine).unwrap();
+            valid(&late, &machine)?;
+            prop_assert_eq!(late.nodes().len(), out.graph.nodes().len());
             current = out.graph;
         }
     }
