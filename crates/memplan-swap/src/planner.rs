@@ -246,27 +246,35 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             let timing = analyse(graph)?;
             // For a budget, the link test and the timed serialization are preferences:
             // the grid also runs without them (memory first).
-            let mut variants = vec![imp];
-            if imp.unserialized {
-                variants.push(Improvements {
-                    unserialized: false,
-                    ..imp
-                });
-            }
+            let mut variants = vec![Improvements {
+                unserialized: false,
+                ..imp
+            }];
             if matches!(setup.goal, Goal::Budget(_)) {
                 if imp.link_filter {
                     variants.push(Improvements {
                         link_filter: false,
-                        ..imp
+                        ..variants[0]
                     });
                 }
                 if imp.timed_serialization {
                     variants.push(Improvements {
                         link_filter: false,
                         timed_serialization: false,
-                        ..imp
+                        ..variants[0]
                     });
                 }
+            }
+            // `unserialized`: each variant also without serialization edges.
+            if imp.unserialized {
+                let without: Vec<Improvements> = variants
+                    .iter()
+                    .map(|&v| Improvements {
+                        unserialized: true,
+                        ..v
+                    })
+                    .collect();
+                variants.extend(without);
             }
             // The grid's best per serialization (index: `unserialized`), where the greedy
             // rounds of that serialization start.
@@ -325,10 +333,11 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                 best.evaluated += local.evaluated;
                 if let Some(found) = local.best {
                     let slot = &mut grid_best[usize::from(filter.unserialized)];
-                    if slot
-                        .as_ref()
-                        .is_none_or(|b| best.better(&found.run, &b.run))
-                    {
+                    let take = match slot.as_ref() {
+                        None => true,
+                        Some(b) => best.better(&found.run, &b.run),
+                    };
+                    if take {
                         *slot = Some(found.clone());
                     }
                     best.offer(found);

@@ -795,11 +795,11 @@ pub fn retime_restores(graph: &Graph, machine: &Machine) -> Result<Graph, Rewrit
     }
     let moved: HashSet<usize> = copies.iter().map(|c| c.4).collect();
     let mut order = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, placed) in after.iter().enumerate() {
         if !moved.contains(&i) {
             order.push(i);
         }
-        order.extend(after[i].iter().copied());
+        order.extend(placed.iter().copied());
     }
     let mut out = Graph::new(graph.name.clone());
     for value in graph.values() {
