@@ -18,6 +18,11 @@
 //!     graph, take the tensor that removes the most bytes at the current peak, rewrite
 //!     the current graph, keep the step if it lowers the peak within the goal's time
 //!     limit; stop when no candidate helps.
+//!   - `timed_serialization`: see [`Improvements::timed_serialization`];
+//!   - `retime_restores`: copies back re-placed from the simulated schedule of the whole
+//!     rewritten graph ([`retime_restores`]) on every greedy step and the final choice;
+//!   - `unserialized`: the grid and the greedy rounds also run without serialization
+//!     edges on reductions.
 //! - [`Planner::Lms`]: the TF Large Model Support level rule as we model it: every input
 //!   whose reader is more than `k` topological levels below the tensor's producer is
 //!   swapped (one reduction per tensor), no serialization edges, and the copy back is
