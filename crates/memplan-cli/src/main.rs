@@ -193,7 +193,8 @@ struct SwapCli {
     /// With --compress: keep the compressed tensors on the device (no copies).
     #[arg(long)]
     on_device: bool,
-    /// The method's improvements: all, none, or a list of link, peak, iterate, timed.
+    /// The method's improvements: all, none, or a list of link, peak, iterate, timed,
+    /// retime, unserialized.
     #[arg(long, default_value = "all", value_parser = swap::parse_improvements, value_name = "LIST")]
     improvements: memplan_swap::planner::Improvements,
     /// thTTS: inputs whose timing slack exceeds this many milliseconds are candidates

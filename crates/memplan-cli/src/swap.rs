@@ -197,7 +197,8 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     }
 }
 
-/// `--improvements`: `all`, `none` or a comma list of `link`, `peak`, `iterate`, `timed`.
+/// `--improvements`: `all`, `none` or a comma list of `link`, `peak`, `iterate`, `timed`,
+/// `retime`, `unserialized`.
 pub fn parse_improvements(text: &str) -> Result<Improvements, String> {
     match text.trim() {
         "all" => return Ok(Improvements::ALL),
@@ -211,9 +212,11 @@ pub fn parse_improvements(text: &str) -> Result<Improvements, String> {
             "peak" => out.rank_at_peak = true,
             "iterate" => out.iterate = true,
             "timed" => out.timed_serialization = true,
+            "retime" => out.retime_restores = true,
+            "unserialized" => out.unserialized = true,
             other => {
                 return Err(format!(
-                    "unknown improvement '{other}'; use all, none or a list of link, peak, iterate, timed"
+                    "unknown improvement '{other}'; use all, none or a list of link, peak, iterate, timed, retime, unserialized"
                 ))
             }
         }
@@ -573,5 +576,14 @@ mod tests {
         let two = parse_improvements("link,iterate").unwrap();
         assert!(two.link_filter && two.iterate && !two.rank_at_peak && !two.timed_serialization);
         assert!(parse_improvements("magic").is_err());
+        let new = parse_improvements("retime, unserialized").unwrap();
+        assert_eq!(
+            new,
+            Improvements {
+                retime_restores: true,
+                unserialized: true,
+                ..Improvements::NONE
+            }
+        );
     }
 }

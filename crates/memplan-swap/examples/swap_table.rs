@@ -63,6 +63,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..Improvements::NONE
             }),
         ),
+        (
+            "method +retime",
+            Planner::Method(Improvements {
+                retime_restores: true,
+                ..Improvements::NONE
+            }),
+        ),
+        (
+            "method +unserialized",
+            Planner::Method(Improvements {
+                unserialized: true,
+                ..Improvements::NONE
+            }),
+        ),
+        (
+            "method +all but retime, unserialized",
+            Planner::Method(Improvements {
+                retime_restores: false,
+                unserialized: false,
+                ..Improvements::ALL
+            }),
+        ),
         ("method +all (iterate)", Planner::Method(Improvements::ALL)),
         ("lms", Planner::Lms),
         ("everything", Planner::Everything),

@@ -18,6 +18,11 @@
 //!     graph, take the tensor that removes the most bytes at the current peak, rewrite
 //!     the current graph, keep the step if it lowers the peak within the goal's time
 //!     limit; stop when no candidate helps.
+//!   - `timed_serialization`: see [`Improvements::timed_serialization`];
+//!   - `retime_restores`: copies back re-placed from the simulated schedule of the whole
+//!     rewritten graph ([`retime_restores`]) on every greedy step and the final choice;
+//!   - `unserialized`: the grid and the greedy rounds also run without serialization
+//!     edges on reductions.
 //! - [`Planner::Lms`]: the TF Large Model Support level rule as we model it: every input
 //!   whose reader is more than `k` topological levels below the tensor's producer is
 //!   swapped (one reduction per tensor), no serialization edges, and the copy back is
@@ -35,7 +40,8 @@ use std::collections::{HashMap, HashSet};
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, rewrite, Options, Prefetch, Reduction, RewriteError, Serialize, Swap,
+    is_reduced, levels, retime_restores, rewrite, Options, Prefetch, Reduction, RewriteError,
+    Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -61,6 +67,15 @@ pub struct Improvements {
     /// restores are not serialized (the FIFO copy engine keeps them in order) and the
     /// prefetch source counts the copy queues ([`Prefetch::Queued`]).
     pub timed_serialization: bool,
+    /// Late restores: every graph the greedy rounds keep, and the final choice, get
+    /// their copies back re-placed from the simulated schedule of the whole rewritten
+    /// graph ([`retime_restores`], repeated while it helps).
+    pub retime_restores: bool,
+    /// Reductions without serialization edges ([`Serialize::None`], as LMS): the compute
+    /// stream never waits for a copy out, and the device copy is freed when its copy ends.
+    /// The grid and the greedy rounds run both with and without the edges; the best
+    /// simulated result is kept.
+    pub unserialized: bool,
 }
 
 impl Improvements {
@@ -70,6 +85,8 @@ impl Improvements {
         rank_at_peak: true,
         iterate: true,
         timed_serialization: true,
+        retime_restores: true,
+        unserialized: true,
     };
     /// None: the method as stated.
     pub const NONE: Improvements = Improvements {
@@ -77,6 +94,8 @@ impl Improvements {
         rank_at_peak: false,
         iterate: false,
         timed_serialization: false,
+        retime_restores: false,
+        unserialized: false,
     };
 }
 
@@ -232,24 +251,47 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             let timing = analyse(graph)?;
             // For a budget, the link test and the timed serialization are preferences:
             // the grid also runs without them (memory first).
-            let mut variants = vec![imp];
+            let mut variants = vec![Improvements {
+                unserialized: false,
+                ..imp
+            }];
             if matches!(setup.goal, Goal::Budget(_)) {
                 if imp.link_filter {
                     variants.push(Improvements {
                         link_filter: false,
-                        ..imp
+                        ..variants[0]
                     });
                 }
                 if imp.timed_serialization {
                     variants.push(Improvements {
                         link_filter: false,
                         timed_serialization: false,
-                        ..imp
+                        ..variants[0]
                     });
                 }
             }
+            // `unserialized`: each variant also without serialization edges.
+            if imp.unserialized {
+                let without: Vec<Improvements> = variants
+                    .iter()
+                    .map(|&v| Improvements {
+                        unserialized: true,
+                        ..v
+                    })
+                    .collect();
+                variants.extend(without);
+            }
+            // The grid's best per serialization (index: `unserialized`), where the greedy
+            // rounds of that serialization start.
+            let mut grid_best: [Option<Outcome>; 2] = [None, None];
             let mut seen = HashSet::new();
             for filter in variants {
+                let mut local = Best {
+                    goal: setup.goal,
+                    base_step: base.step_ms,
+                    best: None,
+                    evaluated: 0,
+                };
                 let options = method_options(setup, filter);
                 seen.clear();
                 let all = candidates(graph, &timing, &params(setup, filter, 0.0, 0, None));
@@ -285,28 +327,73 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                             if !seen.insert(key) {
                                 continue;
                             }
-                            let chosen = format!("thTTS {th_tts:.3} ms, thS {th_size} B, N {n}");
-                            try_swaps(group_candidates(&list[..n]), &options, chosen, &mut best)?;
+                            let chosen = format!(
+                                "thTTS {th_tts:.3} ms, thS {th_size} B, N {n}{}",
+                                unserialized_label(filter)
+                            );
+                            try_swaps(group_candidates(&list[..n]), &options, chosen, &mut local)?;
                         }
                     }
                 }
+                best.evaluated += local.evaluated;
+                if let Some(found) = local.best {
+                    let slot = &mut grid_best[usize::from(filter.unserialized)];
+                    let take = match slot.as_ref() {
+                        None => true,
+                        Some(b) => best.better(&found.run, &b.run),
+                    };
+                    if take {
+                        *slot = Some(found.clone());
+                    }
+                    best.offer(found);
+                }
             }
             if imp.iterate {
-                let start = best.best.clone().expect("offered above");
-                let from_grid = Start {
-                    graph: start.graph,
-                    run: start.run,
-                    tensors: start.tensors,
-                    bytes: start.bytes,
-                };
-                let from_scratch = Start {
-                    graph: graph.clone(),
-                    run: base,
-                    tensors: 0,
-                    bytes: 0,
-                };
-                iterate(from_scratch, imp, setup, &mut best)?;
-                iterate(from_grid, imp, setup, &mut best)?;
+                let mut rounds = vec![imp];
+                if imp.unserialized {
+                    rounds.push(Improvements {
+                        unserialized: false,
+                        ..imp
+                    });
+                }
+                for round in rounds {
+                    let start = match &grid_best[usize::from(round.unserialized)] {
+                        Some(found) if best.better(&found.run, &base) => found.clone(),
+                        _ => Outcome {
+                            graph: graph.clone(),
+                            run: base.clone(),
+                            tensors: 0,
+                            bytes: 0,
+                            met: false,
+                            evaluated: 0,
+                            chosen: String::new(),
+                        },
+                    };
+                    let from_grid = Start {
+                        graph: start.graph,
+                        run: start.run,
+                        tensors: start.tensors,
+                        bytes: start.bytes,
+                    };
+                    let from_scratch = Start {
+                        graph: graph.clone(),
+                        run: base.clone(),
+                        tensors: 0,
+                        bytes: 0,
+                    };
+                    iterate(from_scratch, round, setup, &mut best)?;
+                    iterate(from_grid, round, setup, &mut best)?;
+                }
+            }
+            if imp.retime_restores {
+                let found = best.best.clone().expect("offered above");
+                let (graph, run) = retimed(found.graph, found.run, setup, &mut best)?;
+                best.offer(Outcome {
+                    graph,
+                    run,
+                    chosen: format!("{}, late restores", found.chosen),
+                    ..found
+                });
             }
         }
         Planner::Lms => {
@@ -379,7 +466,19 @@ fn method_options(setup: &Setup, imp: Improvements) -> Options {
         options.prefetch = Prefetch::Queued;
         options.serialize_restores = false;
     }
+    if imp.unserialized {
+        options.serialize_reductions = Serialize::None;
+    }
     options
+}
+
+/// How a result of the `unserialized` variant is labelled in [`Outcome::chosen`].
+fn unserialized_label(imp: Improvements) -> &'static str {
+    if imp.unserialized {
+        ", no serialization edges"
+    } else {
+        ""
+    }
 }
 
 /// The selection parameters of one grid point (with the link test when asked).
@@ -498,6 +597,32 @@ fn rank_at_peak(graph: &Graph, run: &Run, list: &mut [Candidate]) {
     list.copy_from_slice(&sorted);
 }
 
+/// Rounds of [`retime_restores`] from `graph` (simulated as `run`) while each improves
+/// on the previous under the goal; the best graph and its run.
+fn retimed(
+    mut graph: Graph,
+    mut run: Run,
+    setup: &Setup,
+    best: &mut Best,
+) -> Result<(Graph, Run), PlanError> {
+    const ROUNDS: usize = 4;
+    for _ in 0..ROUNDS {
+        let next = retime_restores(&graph, &setup.machine)?;
+        best.evaluated += 1;
+        let next_run = match simulate(&next, &setup.machine) {
+            Ok(r) => r,
+            Err(SimulateError::PinnedPoolExceeded { .. }) => break,
+            Err(e) => return Err(e.into()),
+        };
+        if !best.better(&next_run, &run) {
+            break;
+        }
+        graph = next;
+        run = next_run;
+    }
+    Ok((graph, run))
+}
+
 /// Where greedy rounds start.
 struct Start {
     graph: Graph,
@@ -578,11 +703,16 @@ fn iterate(
                     Err(SimulateError::PinnedPoolExceeded { .. }) => continue,
                     Err(e) => return Err(e.into()),
                 };
+                let (next_graph, next) = if imp.retime_restores {
+                    retimed(rewritten.graph, next, setup, best)?
+                } else {
+                    (rewritten.graph, next)
+                };
                 let within = budget.is_some() || best.feasible(&next);
                 let lower = next.peak_bytes < run.peak_bytes
                     || (next.peak_bytes == run.peak_bytes && next.peak_at_ms != run.peak_at_ms);
                 if lower && within {
-                    current = rewritten.graph;
+                    current = next_graph;
                     run = next;
                     tensors += 1;
                     bytes += rewritten.bytes;
@@ -593,7 +723,10 @@ fn iterate(
                         bytes,
                         met: false,
                         evaluated: 0,
-                        chosen: format!("{tensors} tensors after greedy rounds"),
+                        chosen: format!(
+                            "{tensors} tensors after greedy rounds{}",
+                            unserialized_label(imp)
+                        ),
                     });
                     stepped = true;
                     break;

@@ -715,6 +715,124 @@ pub fn check(graph: &Graph) -> Result<(), RewriteError> {
     Ok(())
 }
 
+/// Re-places every copy back ([`SWAP_IN`]) of a rewritten graph as late as the simulated
+/// schedule of the whole graph allows: one round of "simulate, then move each restore's
+/// prefetch source to the latest node that still lets it arrive in time".
+///
+/// From `simulate(graph, machine)`: each copy back has a deadline (the earliest start of
+/// its readers) and is ready when its copy out ends. Taken in order of their first
+/// readers' positions, the host-to-device engine is scheduled backwards, as late as
+/// possible: the last copy ends at its deadline, each earlier one by the next one's
+/// latest start (or, when that one cannot start until its copy out ends, by that time).
+/// Each copy back then gets one prefetch edge, from the latest compute node before its
+/// reader that finishes by its latest start (none when no such node exists: it starts as
+/// soon as its copy out ends), replacing its previous control edges (prefetch and
+/// serialization of restores); the copies back are moved right after their source (and
+/// after their copy out and the previous copy back, always before their first reader),
+/// so the engine's FIFO order is that order. Other nodes and edges are unchanged. The compute stream's times
+/// change when a restore arrives later or earlier than before, so callers repeat the
+/// round and keep the best simulated result. The result passes [`check`].
+pub fn retime_restores(graph: &Graph, machine: &Machine) -> Result<Graph, RewriteError> {
+    let run = simulate(graph, machine)?;
+    let nodes = graph.nodes();
+    let n = nodes.len();
+    let compute: Vec<bool> = nodes
+        .iter()
+        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
+        .collect();
+    // (deadline, first reader position, ready, duration, copy back position, copy out position)
+    let mut copies = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if node.op_type != SWAP_IN {
+            continue;
+        }
+        let readers: Vec<usize> = node
+            .outputs
+            .iter()
+            .flat_map(|&v| graph.value(v).consumers.iter().map(|&(c, _)| c.index()))
+            .collect();
+        let Some(&first) = readers.iter().min() else {
+            continue;
+        };
+        let deadline = readers
+            .iter()
+            .map(|&r| run.start[r])
+            .fold(f64::INFINITY, f64::min);
+        let source = node
+            .inputs
+            .iter()
+            .flatten()
+            .find_map(|&v| graph.value(v).producer);
+        let out_at = source.map_or(0, |(p, _)| p.index());
+        let ready = source.map_or(0.0, |(p, _)| run.finish[p.index()]);
+        let ms = run.finish[i] - run.start[i];
+        copies.push((deadline, first, ready, ms, i, out_at));
+    }
+    // Queue order: by first reader (a compute reader's start follows its position; a
+    // copy out reading a restored value must stay after its restore).
+    copies.sort_by(|a, b| a.1.cmp(&b.1).then(a.4.cmp(&b.4)));
+    // Latest starts, backwards.
+    let mut latest = vec![0.0f64; copies.len()];
+    let mut next = f64::INFINITY;
+    for (k, &(deadline, _, ready, ms, _, _)) in copies.iter().enumerate().rev() {
+        latest[k] = deadline.min(next) - ms;
+        next = latest[k].max(ready);
+    }
+    // Sources and slots: a copy back goes right after original position `slot`.
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut sources: Vec<(usize, usize)> = Vec::new();
+    let mut previous = 0usize;
+    for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
+        let source = (0..reader)
+            .rev()
+            .find(|&u| compute[u] && run.finish[u] <= latest[k] + 1e-9);
+        if let Some(u) = source {
+            sources.push((at, u));
+        }
+        let slot = source.unwrap_or(0).max(out_at).max(previous);
+        previous = slot;
+        after[slot].push(at);
+    }
+    let moved: HashSet<usize> = copies.iter().map(|c| c.4).collect();
+    let mut order = Vec::with_capacity(n);
+    for (i, placed) in after.iter().enumerate() {
+        if !moved.contains(&i) {
+            order.push(i);
+        }
+        order.extend(placed.iter().copied());
+    }
+    let mut out = Graph::new(graph.name.clone());
+    for value in graph.values() {
+        out.add_value(value.clone())?;
+    }
+    let mut new_id = vec![NodeId(0); n];
+    for &i in &order {
+        let node = &nodes[i];
+        let id = out.add_node(
+            node.name.clone(),
+            node.op_type.clone(),
+            node.inputs.clone(),
+            node.outputs.clone(),
+            node.attributes.clone(),
+        )?;
+        out.set_latency(id, node.latency_ms);
+        out.set_domain(id, node.domain.clone());
+        new_id[i] = id;
+    }
+    out.set_inputs(graph.inputs().to_vec())?;
+    out.set_outputs(graph.outputs().to_vec())?;
+    for &(from, to) in graph.control_edges() {
+        if !moved.contains(&to.index()) {
+            out.add_control_edge(new_id[from.index()], new_id[to.index()])?;
+        }
+    }
+    for &(at, u) in &sources {
+        out.add_control_edge(new_id[u], new_id[at])?;
+    }
+    check(&out)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -967,6 +1085,119 @@ mod tests {
         // and the swapout: [3,5); D [5,6).
         let run = simulate(&out.graph, &slow).unwrap();
         assert_eq!(run.step_ms, 6.0);
+    }
+
+    /// a swapped for D and E with no prefetch edges: both copies back start as soon as
+    /// the copy out ends (swapout [1,2), copies back [2,3) and [3,4)), long before D (4)
+    /// and E (5). Re-placed as late as possible: E's copy ends at 5, so it starts at 4,
+    /// after C2 (ends 4); D's must end by 4, so it starts at 3, after C1 (ends 3). The
+    /// step stays 6 ms; the peak falls from 2200 B at t = 3 (b 800, a@D, a@E, c1 100,
+    /// c2 100 starting) to 2110 B at t = 4 (c2, a@D, a@E, d 10).
+    #[test]
+    fn late_restores_by_hand() {
+        let g = chain(true);
+        let options = Options {
+            serialize_reductions: Serialize::None,
+            serialize_restores: false,
+            prefetch: Prefetch::None,
+            ..Options::method(Reduction::SWAP, machine())
+        };
+        let early = rewrite(&g, &[swap_a(&g, &["D", "E"])], &options)
+            .unwrap()
+            .graph;
+        assert!(early.control_edges().is_empty());
+        let run = simulate(&early, &machine()).unwrap();
+        assert_eq!(
+            (run.peak_bytes, run.peak_at_ms, run.step_ms),
+            (2200, 3.0, 6.0)
+        );
+        let late = retime_restores(&early, &machine()).unwrap();
+        assert_eq!(
+            names(&late),
+            [
+                "A",
+                "swapout:a",
+                "B",
+                "C1",
+                "swapin:a@D",
+                "C2",
+                "swapin:a@E",
+                "D",
+                "E"
+            ]
+        );
+        assert_eq!(edges(&late), [("C1", "swapin:a@D"), ("C2", "swapin:a@E")]);
+        let run = simulate(&late, &machine()).unwrap();
+        let at = |name: &str| late.node_by_name(name).unwrap().index();
+        assert_eq!(run.start[at("swapin:a@D")], 3.0);
+        assert_eq!(run.start[at("swapin:a@E")], 4.0);
+        assert_eq!(
+            (run.peak_bytes, run.peak_at_ms, run.step_ms),
+            (2110, 4.0, 6.0)
+        );
+        // Already as late as possible: a second round changes nothing.
+        assert_eq!(retime_restores(&late, &machine()).unwrap(), late);
+    }
+
+    /// A link too slow for the restores to arrive in time: the deadlines are the readers'
+    /// simulated starts (they already wait), so the copies back keep their times.
+    /// Copies take 4 ms: swapout [1,5), copies back [5,9) and [9,13), D [9,10), E [13,14).
+    /// Latest starts: E 13 - 4 = 9, D 9 - 4 = 5; the latest compute node ending by 5 is
+    /// C2 (ends 4), and by 9 before E still C2 (D ends 10).
+    #[test]
+    fn late_restores_keep_waiting_readers() {
+        let g = chain(true);
+        let slow = Machine {
+            copy_latency_ms: 0.0,
+            ..Machine::link(250.0)
+        };
+        let options = Options {
+            serialize_reductions: Serialize::None,
+            serialize_restores: false,
+            prefetch: Prefetch::None,
+            ..Options::method(Reduction::SWAP, slow)
+        };
+        let early = rewrite(&g, &[swap_a(&g, &["D", "E"])], &options)
+            .unwrap()
+            .graph;
+        let late = retime_restores(&early, &slow).unwrap();
+        assert_eq!(edges(&late), [("C2", "swapin:a@D"), ("C2", "swapin:a@E")]);
+        let (a, b) = (
+            simulate(&early, &slow).unwrap(),
+            simulate(&late, &slow).unwrap(),
+        );
+        assert_eq!((a.step_ms, b.step_ms), (14.0, 14.0));
+        let at = |name: &str| late.node_by_name(name).unwrap().index();
+        assert_eq!(b.start[at("swapin:a@D")], 5.0);
+        assert_eq!(b.start[at("swapin:a@E")], 9.0);
+    }
+
+    /// A restored value reduced again (repeated application): its copy out reads the
+    /// copy back, which therefore must stay before it when the copies back move.
+    #[test]
+    fn late_restores_of_a_restored_value() {
+        let g = chain(true);
+        let options = Options {
+            serialize_reductions: Serialize::None,
+            serialize_restores: false,
+            prefetch: Prefetch::None,
+            ..Options::method(Reduction::SWAP, machine())
+        };
+        let once = rewrite(&g, &[swap_a(&g, &["D", "E"])], &options)
+            .unwrap()
+            .graph;
+        let restored = Swap {
+            value: once.value_by_name("a@E").unwrap(),
+            readers: vec![once.node_by_name("E").unwrap()],
+        };
+        let twice = rewrite(&once, &[restored], &options).unwrap().graph;
+        let late = retime_restores(&twice, &machine()).unwrap();
+        check(&late).unwrap();
+        let at = |name: &str| late.node_by_name(name).unwrap();
+        assert!(at("swapin:a@E") < at("swapout:a@E"));
+        assert!(at("swapout:a@E") < at("swapin:a@E@E"));
+        assert!(at("swapin:a@E@E") < at("E"));
+        assert_eq!(late.nodes().len(), twice.nodes().len());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use memplan_graph::{Graph, ValueId};
 use memplan_swap::pipedream::{parse, training_step};
 use memplan_swap::planner::{group_candidates, plan, Goal, Improvements, Planner, Setup};
 use memplan_swap::rewrite::{
-    check, rewrite, Codec, Options, Prefetch, Reduction, Serialize, SWAP_IN, SWAP_OUT,
+    check, retime_restores, rewrite, Codec, Options, Prefetch, Reduction, Serialize, SWAP_IN,
+    SWAP_OUT,
 };
 use memplan_swap::select::{candidates, Params};
 use memplan_swap::simulate::{is_host, no_swap, simulate, Machine};
@@ -163,8 +164,45 @@ proptest! {
                 .collect();
             let out = rewrite(&current, &swaps, &options).unwrap();
             valid(&out.graph, &machine)?;
+            // Late restores keep every invariant and every node, and the simulator stays
+            // consistent on the result.
+            let late = retime_restores(&out.graph, &machine).unwrap();
+            valid(&late, &machine)?;
+            prop_assert_eq!(late.nodes().len(), out.graph.nodes().len());
             current = out.graph;
         }
+    }
+
+    /// `unserialized` only adds graphs to the search (the serialized grid and greedy
+    /// rounds run as without it), so its result is never worse under the goal.
+    #[test]
+    fn unserialized_never_hurts(layers in layers(), gbps in 1u32..40) {
+        let text = profile_text(&layers);
+        let graph = training_step(&parse(&text, "random").unwrap()).unwrap().graph;
+        let machine = Machine::link(gbps as f64 * 1e3);
+        let setup = Setup {
+            machine,
+            reduction: Reduction::SWAP,
+            goal: Goal::MaxOverhead(0.05),
+            th_tts_ms: None,
+            th_size_bytes: None,
+            max_count: None,
+        };
+        let without = Improvements {
+            retime_restores: false,
+            unserialized: false,
+            ..Improvements::ALL
+        };
+        let with = Improvements {
+            unserialized: true,
+            ..without
+        };
+        let a = plan(&graph, Planner::Method(without), &setup).unwrap();
+        let b = plan(&graph, Planner::Method(with), &setup).unwrap();
+        valid(&b.graph, &machine)?;
+        prop_assert!(a.met && b.met);
+        prop_assert!(b.run.peak_bytes <= a.run.peak_bytes);
+        prop_assert!(b.evaluated >= a.evaluated);
     }
 
     #[test]
