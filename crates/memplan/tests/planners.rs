@@ -15,12 +15,13 @@ use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
-const GREEDY: [&str; 5] = [
+const GREEDY: [&str; 6] = [
     "greedy-size-firstfit",
     "greedy-size-bestfit",
     "greedy-spatial",
     "greedy-temporal",
     "greedy-breadth",
+    "greedy-chronological",
 ];
 
 fn planner(name: &str) -> &'static dyn Planner {
@@ -110,6 +111,12 @@ fn input_12_every_greedy_planner_is_optimal() {
             "{name}"
         );
     }
+    // Chronological (start ↑, end ↓): b5, b3, b1, b2, b4. b5 → 0; b3 → 4; b1 → 8; b2 (with
+    //   b5, b3; b1 ended at 3) → no gap, top 8; b4 (with b5 only) → top 4.
+    assert_eq!(
+        checked_plan("greedy-chronological", &problem).offsets,
+        vec![8, 8, 4, 4, 0]
+    );
     // Breadth: [0,3) and [3,9) both 12, [9,21) 8; [0,3) first: b1, b3, b5; then b2, b4:
     // the same placements as the size order.
     assert_eq!(
@@ -413,6 +420,7 @@ fn every_planner_is_registered_after_naive() {
             "greedy-spatial",
             "greedy-temporal",
             "greedy-breadth",
+            "greedy-chronological",
             "best-of",
             "strip",
             "search",
@@ -433,7 +441,11 @@ fn run_all_reports_every_candidate_in_order() {
     let names: Vec<_> = attempts.iter().map(|a| a.planner).collect();
     assert_eq!(names, GREEDY);
     let arenas: Vec<_> = attempts.iter().map(|a| a.arena_bytes()).collect();
-    assert_eq!(arenas, [Some(12), Some(10), Some(10), Some(10), Some(10)]);
+    // Chronological places x (start 0) first, best-fit into [6,8), as best-fit does.
+    assert_eq!(
+        arenas,
+        [Some(12), Some(10), Some(10), Some(10), Some(10), Some(10)]
+    );
     assert_eq!(best_of::winner(&attempts), Ok(1));
     for attempt in &attempts {
         let plan = attempt.result.as_ref().unwrap();
@@ -556,6 +568,41 @@ proptest! {
     }
 }
 
+/// Random lifetimes that nest like a stack (any two are disjoint or one holds the other):
+/// candidates in `[0, 40)` kept when they nest with every one kept before them.
+fn nested_problems() -> impl Strategy<Value = Problem> {
+    prop::collection::vec((0u64..40, 1u64..40, 1u64..100), 1..40).prop_map(|candidates| {
+        let mut kept: Vec<(u64, u64, u64)> = Vec::new();
+        for (start, len, size) in candidates {
+            let end = (start + len).min(40);
+            let nests = kept.iter().all(|&(s, e, _)| {
+                end <= s || e <= start || (s <= start && end <= e) || (start <= s && e <= end)
+            });
+            if start < end && nests {
+                kept.push((start, end, size));
+            }
+        }
+        let buffers = kept
+            .iter()
+            .enumerate()
+            .map(|(i, &(start, end, size))| Buffer::new(format!("n{i}"), size, start, end))
+            .collect();
+        Problem::from_buffers(buffers).unwrap()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// In allocation order every buffer lands on the buffers that hold its lifetime, which
+    /// are live at its start and stacked without holes: the arena is max-live.
+    #[test]
+    fn chronological_packs_nested_lifetimes_at_max_live(problem in nested_problems()) {
+        let plan = checked_plan("greedy-chronological", &problem);
+        prop_assert_eq!(plan.arena_bytes, bound::max_live(&problem));
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The large-neighbourhood search (LNS) and the time-bounded start plan.
 
@@ -627,7 +674,7 @@ fn start_plan_runs_only_the_first_candidate_past_the_deadline() {
     );
     let mut order = best_of::UNTIL_ORDER;
     order.sort_unstable();
-    assert_eq!(order, [0, 1, 2, 3, 4]);
+    assert_eq!(order, [0, 1, 2, 3, 4, 5]);
 }
 
 /// A problem above `EXACT_LIMIT` unfixed buffers: short lifetimes of mixed sizes.

@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{Breadth, PlanError, Planner, SizeBestFit, SizeFirstFit, Spatial, Temporal};
+use super::{
+    Breadth, Chronological, PlanError, Planner, SizeBestFit, SizeFirstFit, Spatial, Temporal,
+};
 use crate::plan::Plan;
 use crate::problem::Problem;
 
@@ -14,9 +16,16 @@ use crate::problem::Problem;
 /// buffer; the three best-fit orders scan all gaps and differ only in their sort key;
 /// breadth also builds an interval tree to compute its order. It is also the order of
 /// their measured speed (`benches/planners.rs`, idealloc `S_1`: 62, 97, 102, 107 and
-/// 114 ms).
-pub const CANDIDATES: [&dyn Planner; 5] =
-    [&SizeFirstFit, &SizeBestFit, &Spatial, &Temporal, &Breadth];
+/// 114 ms). The chronological order, added later, comes last so that the earlier
+/// candidates keep winning their ties.
+pub const CANDIDATES: [&dyn Planner; 6] = [
+    &SizeFirstFit,
+    &SizeBestFit,
+    &Spatial,
+    &Temporal,
+    &Breadth,
+    &Chronological,
+];
 
 /// Below this many buffers [`run_all`] runs the candidates one after the other on the
 /// calling thread: each takes well under a millisecond, less than starting threads costs.
@@ -52,8 +61,9 @@ pub fn run_all(problem: &Problem) -> Vec<Attempt> {
 /// The order in which [`run_until`] starts the candidates (indices into [`CANDIDATES`]):
 /// first-fit and breadth first, the two most different orders (size against busiest step;
 /// on the idealloc files one of them is the best candidate on G_1, Y_1 and pangu_2.6B),
-/// then the other best-fit orders.
-pub const UNTIL_ORDER: [usize; 5] = [0, 4, 1, 2, 3];
+/// then the chronological order (the best candidate on S_1, by far), then the other
+/// best-fit orders.
+pub const UNTIL_ORDER: [usize; 6] = [0, 4, 5, 1, 2, 3];
 
 /// Like [`run_all`], but the candidates start in [`UNTIL_ORDER`], and one after the first
 /// starts only when it is expected to end by `deadline`: when the current time plus the
@@ -65,7 +75,7 @@ pub fn run_until(problem: &Problem, deadline: Instant) -> Vec<Attempt> {
 }
 
 fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> {
-    const ALL_ORDER: [usize; 5] = [0, 1, 2, 3, 4];
+    const ALL_ORDER: [usize; 6] = [0, 1, 2, 3, 4, 5];
     let order = if deadline.is_some() {
         UNTIL_ORDER
     } else {
@@ -144,9 +154,10 @@ pub fn winner(attempts: &[Attempt]) -> Result<usize, PlanError> {
 
 /// `best-of`: runs every greedy planner and keeps the smallest arena.
 ///
-/// Runs the five greedy planners of [`CANDIDATES`] (not `naive`) in parallel on scoped
+/// Runs the six greedy planners of [`CANDIDATES`] (not `naive`) in parallel on scoped
 /// threads and returns the plan with the smallest arena. Ties go to the planner listed
-/// first in [`CANDIDATES`] (first-fit, best-fit, spatial, temporal, breadth), so the result
+/// first in [`CANDIDATES`] (first-fit, best-fit, spatial, temporal, breadth,
+/// chronological), so the result
 /// is deterministic whatever the thread timing. If every planner fails, the error of the
 /// first one is returned (they fail for the same reasons: clashing fixed offsets, or an
 /// arena beyond 2^64).
@@ -156,7 +167,8 @@ pub fn winner(attempts: &[Attempt]) -> Result<usize, PlanError> {
 ///            ├─► greedy-size-bestfit  ─ 1 024 ─┤
 ///            ├─► greedy-spatial       ─ 1 024 ─┼─► min (first on ties) ─► bestfit's plan
 ///            ├─► greedy-temporal      ─ 1 100 ─┤
-///            └─► greedy-breadth       ─ 1 032 ─┘
+///            ├─► greedy-breadth       ─ 1 032 ─┤
+///            └─► greedy-chronological ─ 1 056 ─┘
 /// ```
 ///
 /// [`run_all`] gives every attempt with its time; [`BestOf::plan_with_winner`] also says
@@ -193,7 +205,7 @@ impl Planner for BestOf {
     }
 
     fn description(&self) -> &'static str {
-        "runs the five greedy planners in parallel and keeps the smallest arena"
+        "runs the six greedy planners in parallel and keeps the smallest arena"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {

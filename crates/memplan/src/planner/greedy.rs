@@ -1,5 +1,5 @@
 //! The greedy planners that place buffers in one fixed order: by size (first-fit and
-//! best-fit), XLA's spatial order and XLA's temporal order.
+//! best-fit), XLA's spatial order, XLA's temporal order and the chronological order.
 //!
 //! Each is an order plus a [`Fit`]; the [`super::placement`] engine does the placing.
 //! Common to all of them: buffers with a fixed offset are placed first, at that offset; every
@@ -153,6 +153,41 @@ impl Planner for Temporal {
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
         let order = order_by(problem, |b| (Reverse(b.lifetime.len()), Reverse(b.size)));
+        plan_in_order(problem, order, Fit::Best)
+    }
+}
+
+/// `greedy-chronological`: allocation order, best-fit.
+///
+/// Buffers sorted by lifetime start ascending, then lifetime end descending (the buffer
+/// that lives longer first), then size descending (then lower id); each placed best-fit as
+/// in [`SizeBestFit`]. This is the order in which a program allocates its buffers. When the
+/// lifetimes nest like a stack (a buffer made later is freed earlier, as the activations
+/// of a training step: made in the forward pass, freed in reverse in the backward pass),
+/// each buffer lands on top of the ones that outlive it and no hole is left under it; on
+/// the idealloc file S_1 (28,526 buffers) it comes within 0.71 % of max-live, where the
+/// size orders stay 1.6 % above (doc/search.md).
+///
+/// ```text
+///  order:  ┌──────────1st──────────┐
+///             ┌──────2nd──────┐
+///                ┌──3rd──┐  ┌4th┐
+/// ```
+pub struct Chronological;
+
+impl Planner for Chronological {
+    fn name(&self) -> &'static str {
+        "greedy-chronological"
+    }
+
+    fn description(&self) -> &'static str {
+        "lifetime start ascending, then end descending, then size descending; best-fit (allocation order)"
+    }
+
+    fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
+        let order = order_by(problem, |b| {
+            (b.lifetime.start, Reverse(b.lifetime.end), Reverse(b.size))
+        });
         plan_in_order(problem, order, Fit::Best)
     }
 }

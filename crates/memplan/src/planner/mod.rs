@@ -12,7 +12,8 @@
 //! | `greedy-spatial` | size ↓, lifetime length ↓ | smallest that fits (XLA) |
 //! | `greedy-temporal` | lifetime length ↓, size ↓ | smallest that fits (XLA) |
 //! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
-//! | `best-of` | the five greedy planners in parallel | smallest arena wins |
+//! | `greedy-chronological` | lifetime start ↑, end ↓, size ↓ | smallest that fits (allocation order) |
+//! | `best-of` | the six greedy planners in parallel | smallest arena wins |
 //! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
@@ -45,7 +46,7 @@ pub mod strip;
 pub use best_of::{run_all, Attempt, BestOf};
 pub use breadth::Breadth;
 pub use exclusive::{exclusive_stats, Exclusive, ExclusiveStats};
-pub use greedy::{SizeBestFit, SizeFirstFit, Spatial, Temporal};
+pub use greedy::{Chronological, SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
 pub use npu::{Match, Npu, NpuStats};
 pub use search::Search;
@@ -81,6 +82,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Spatial,
         &Temporal,
         &Breadth,
+        &Chronological,
         &BestOf,
         &Strip::DEFAULT,
         &Search::DEFAULT,
