@@ -163,7 +163,7 @@ proptest! {
     }
 
     #[test]
-    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u8..128) {
+    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u16..256) {
         let rules = Rules {
             canonical: mask & 1 != 0,
             dominance: mask & 2 != 0,
@@ -172,6 +172,7 @@ proptest! {
             restarts: mask & 16 != 0,
             decompose: mask & 32 != 0,
             reuse: mask & 64 != 0,
+            lns: mask & 128 != 0,
         };
         let outcome = run(&Search { rules, ..exact() }, &problem);
         prop_assert!(outcome.proven_optimal);

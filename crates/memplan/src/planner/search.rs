@@ -116,6 +116,9 @@ pub struct Rules {
     /// as it is in later runs while it fits under the cap, instead of searching the part
     /// again.
     pub reuse: bool,
+    /// The improver runs rounds of the large-neighbourhood search ([`super::lns`]) from the
+    /// incumbent before its first run and after every run that found a plan.
+    pub lns: bool,
 }
 
 impl Default for Rules {
@@ -134,13 +137,18 @@ impl Rules {
         restarts: true,
         decompose: true,
         reuse: true,
+        lns: true,
     };
 
-    /// The default: every rule.
-    pub const DEFAULT: Rules = Rules::ALL;
+    /// The default: every rule but `lns` (measured: it costs the improver more nodes than
+    /// it saves, see `doc/search.md`).
+    pub const DEFAULT: Rules = Rules {
+        lns: false,
+        ..Rules::ALL
+    };
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "canonical",
         "dominance",
         "sections",
@@ -148,6 +156,7 @@ impl Rules {
         "restarts",
         "decompose",
         "reuse",
+        "lns",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -168,6 +177,7 @@ impl Rules {
                 "restarts" => &mut rules.restarts,
                 "decompose" => &mut rules.decompose,
                 "reuse" => &mut rules.reuse,
+                "lns" => &mut rules.lns,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -357,7 +367,9 @@ impl Search {
                 } else {
                     &[Role::Both]
                 };
-                run_threads(roles.len(), |i| drive(&model, &shared, self, roles[i]));
+                run_threads(roles.len(), |i| {
+                    drive(problem, &model, &shared, self, roles[i])
+                });
             } else {
                 large_neighbourhood(problem, &start, &shared, self.seed, threads);
             }
@@ -1297,12 +1309,16 @@ impl<'m, 's> Worker<'m, 's> {
             }
             while let Some(s) = self.dirty.pop() {
                 let s = s as usize;
-                let floor = m.members[s]
-                    .iter()
-                    .map(|&j| self.min_off[j as usize])
-                    .min()
-                    .unwrap_or(UNPLACED);
-                if floor != self.floors[s] {
+                // Floors only rise: a member still at the old floor keeps it.
+                let old = self.floors[s];
+                let mut floor = UNPLACED;
+                for &j in &m.members[s] {
+                    floor = floor.min(self.min_off[j as usize]);
+                    if floor == old {
+                        break;
+                    }
+                }
+                if floor != old {
                     self.floor_log.push((s as u32, self.floors[s]));
                     self.floors[s] = floor;
                 }
@@ -1392,7 +1408,7 @@ const RUNS_PER_BUDGET: usize = 3;
 
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
-fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
+fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, role: Role) {
     let preorders = model.preorders();
     let rules = options.rules;
     let first = (options.seed as usize + usize::from(role == Role::Prove)) % preorders.len();
@@ -1406,6 +1422,7 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
     // Without restarts a run never ends on its budget: aim straight below the incumbent.
     let mut aim: u64 = if rules.restarts { 1 } else { 8 };
     let mut reused = Vec::new();
+    let mut polish = rules.lns && role != Role::Prove;
     loop {
         let rank = preorders[(first + round) % preorders.len()].clone();
         let mut worker = Worker::new(model, shared, rules, rank, std::mem::take(&mut reused));
@@ -1416,6 +1433,15 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
         for &step in steps {
             if shared.done.load(Ordering::Relaxed) {
                 return;
+            }
+            if step == Role::Improve && std::mem::take(&mut polish) {
+                let seed = options.seed.wrapping_add(round as u64);
+                lns_from_incumbent(
+                    problem,
+                    shared,
+                    model.n as u64 * LNS_ROUNDS_PER_BUFFER,
+                    seed,
+                );
             }
             let best = shared.best.load(Ordering::Relaxed);
             let lower = shared.lower.load(Ordering::Relaxed);
@@ -1447,6 +1473,7 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
                 Flow::Budget if step == Role::Improve => aim = (aim - 1).max(1),
                 Flow::Target | Flow::Budget => {}
             }
+            polish |= rules.lns && step == Role::Improve && worker.found;
         }
         reused = std::mem::take(&mut worker.reused);
         shared.exchange(&mut reused);
@@ -1455,6 +1482,33 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
             budget = budget.saturating_mul(2);
         }
     }
+}
+
+/// LNS rounds per searched buffer each time the improver polishes the incumbent (`lns`).
+const LNS_ROUNDS_PER_BUFFER: u64 = 1;
+
+/// `lns`: runs up to `rounds` rounds of the large-neighbourhood search from the incumbent
+/// (fewer near the node limit; a round counts as a node) and offers the result.
+fn lns_from_incumbent(problem: &Problem, shared: &Shared, rounds: u64, seed: u64) {
+    let offsets = {
+        let incumbent = shared.incumbent.lock().unwrap_or_else(|e| e.into_inner());
+        incumbent.offsets.clone()
+    };
+    let Some(plan) = Plan::new(problem, offsets) else {
+        return;
+    };
+    let left = shared
+        .node_limit
+        .saturating_sub(shared.nodes.load(Ordering::Relaxed));
+    let limits = Limits {
+        deadline: shared.deadline,
+        rounds: rounds.min(left),
+        target: shared.lower.load(Ordering::Relaxed),
+        stop: Some(&shared.done),
+    };
+    let improved = improve(problem, &plan, &limits, seed);
+    shared.offer(improved.arena, || improved.plan.offsets);
+    shared.poll(improved.rounds);
 }
 
 // ---------------------------------------------------------------------------------------
