@@ -251,7 +251,7 @@ fn a_node_limit_stops_the_search_with_the_best_plan_so_far() {
             node_limit: Some(50),
             rules: Rules {
                 restarts: false,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             },
             ..exact()
         },
@@ -345,7 +345,7 @@ fn ablation_every_rule_reduces_search_nodes() {
     };
     let base = Rules {
         restarts: false,
-        ..Rules::ALL
+        ..Rules::DEFAULT
     };
     let nodes = |problem: &Problem, rules: Rules| {
         let search = Search {
@@ -386,7 +386,7 @@ fn ablation_every_rule_reduces_search_nodes() {
 #[test]
 fn rules_parse_from_a_list() {
     assert_eq!(Rules::parse(""), Ok(Rules::DEFAULT));
-    assert_eq!(Rules::parse("+decompose"), Ok(Rules::ALL));
+    assert_eq!(Rules::parse("+decompose"), Ok(Rules::DEFAULT));
     let rules = Rules::parse("-dominance, -restarts").unwrap();
     assert!(!rules.dominance && !rules.restarts && rules.canonical && rules.sections);
     assert_eq!(Rules::parse("+hatless"), Ok(Rules::DEFAULT));
@@ -441,7 +441,7 @@ fn decompose_reduces_search_nodes_on_independent_parts() {
             rules: Rules {
                 restarts: false,
                 decompose,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             },
             node_limit: Some(200_000),
             ..exact()
@@ -469,7 +469,7 @@ fn decompose_keeps_the_optimum_on_mid_sized_instances() {
         let solve = |decompose: bool| {
             let rules = Rules {
                 decompose,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             };
             run(&Search { rules, ..exact() }, &problem)
         };
@@ -494,7 +494,7 @@ fn reuse_reduces_search_nodes() {
         let search = Search {
             rules: Rules {
                 reuse,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             },
             node_limit: Some(60_000),
             ..exact()
@@ -524,7 +524,7 @@ fn restarts_reduce_search_nodes() {
         let search = Search {
             rules: Rules {
                 restarts,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             },
             node_limit: Some(LIMIT),
             ..exact()
@@ -539,4 +539,32 @@ fn restarts_reduce_search_nodes() {
     assert!(with.proven_optimal);
     assert!(with.nodes < without.nodes);
     assert!(!without.proven_optimal || without.arena == with.arena);
+}
+
+/// `lns` (off by default): on minimalloc C, one thread, 3,000 nodes (an LNS round counts as
+/// one): the LNS rounds from the incumbent lower the arena where the depth-first runs alone
+/// have not left the `best-of` plan yet.
+#[test]
+fn lns_lowers_the_arena_under_a_small_node_limit() {
+    let Some(c) = challenging("C") else {
+        return;
+    };
+    let solve = |lns: bool| {
+        let search = Search {
+            rules: Rules {
+                lns,
+                ..Rules::DEFAULT
+            },
+            node_limit: Some(3_000),
+            ..exact()
+        };
+        run(&search, &c)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "lns: arena {} with it, {} without ({} and {} nodes)",
+        with.arena, without.arena, with.nodes, without.nodes
+    );
+    assert!(with.nodes <= 3_000 + 256 && without.nodes <= 3_000 + 256);
+    assert!(with.arena < without.arena);
 }
