@@ -58,6 +58,9 @@
 //!   (by either thread) is kept and, in later runs, placed as it is while it fits under
 //!   the cap; only the other parts are searched. Parts that different preorders solve
 //!   (E's two components) are then solved one run at a time.
+//! - `lns` (off by default; not a cut): the improver lowers the incumbent with rounds of
+//!   the large-neighbourhood search ([`super::lns`]) before its first run and after every
+//!   run that found a plan, each round counted as a node.
 //!
 //! Always on: a node is cut where an unplaced buffer cannot fit under the cap
 //! (`min_offset + size > cap`); caps move in steps of `g`, which divides every compacted
