@@ -122,6 +122,10 @@ pub struct Rules {
     /// The improver runs rounds of the large-neighbourhood search ([`super::lns`]) from the
     /// incumbent before its first run and after every run that found a plan.
     pub lns: bool,
+    /// At each split (`decompose`), reorder each part's buffers by the largest unplaced
+    /// total size live in a section they span (MiniMalloc's T, recomputed for the part),
+    /// ties by the preorder.
+    pub reorder: bool,
 }
 
 impl Default for Rules {
@@ -141,6 +145,7 @@ impl Rules {
         decompose: true,
         reuse: true,
         lns: true,
+        reorder: true,
     };
 
     /// The default: every rule but `lns` (measured: it costs the improver more nodes than
@@ -151,7 +156,7 @@ impl Rules {
     };
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "canonical",
         "dominance",
         "sections",
@@ -160,6 +165,7 @@ impl Rules {
         "decompose",
         "reuse",
         "lns",
+        "reorder",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -181,6 +187,7 @@ impl Rules {
                 "decompose" => &mut rules.decompose,
                 "reuse" => &mut rules.reuse,
                 "lns" => &mut rules.lns,
+                "reorder" => &mut rules.reorder,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -933,6 +940,8 @@ struct Worker<'m, 's> {
     new_cuts: Vec<u32>,
     /// Parts waiting to be searched, the next on top.
     pending: Vec<Part>,
+    /// `(buffer, rank)` before a split reordered its parts (`reorder`).
+    rank_log: Vec<(u32, u32)>,
     splits: u64,
     /// The number of the root split (0 when the root did not split), and the best plan
     /// found for each of its parts (`reuse`).
@@ -986,6 +995,7 @@ impl<'m, 's> Worker<'m, 's> {
             crossings: m.crossings.clone(),
             new_cuts: Vec::new(),
             pending: Vec::new(),
+            rank_log: Vec::new(),
             splits: 0,
             root_split: 0,
             root_parts: Vec::new(),
@@ -1148,15 +1158,58 @@ impl<'m, 's> Worker<'m, 's> {
         if origin == self.root_split {
             self.root_parts = parts.iter().map(|p| p.buffers.clone()).collect();
         }
+        let ranks = self.rank_log.len();
+        if self.rules.reorder {
+            for part in &mut parts {
+                self.reorder(part);
+            }
+        }
         let depth = self.pending.len();
         self.pending
             .extend(parts.into_iter().rev().filter(|p| !p.buffers.is_empty()));
         let flow = self.next_part(top);
         self.pending.truncate(depth);
+        for &(i, rank) in self.rank_log[ranks..].iter().rev() {
+            self.rank[i as usize] = rank;
+        }
+        self.rank_log.truncate(ranks);
         match flow {
             Flow::Infeasible(o) if o == origin => Flow::Continue,
             flow => flow,
         }
+    }
+
+    /// `reorder`: gives the buffers of `part` the ranks they already hold among
+    /// themselves, in a new order: the largest total of unplaced sizes live in a section
+    /// they span first, ties by the old rank (logged in `rank_log`). The part then starts at
+    /// any rank at the split offset: a least-sum completion sorted by (offset, new rank) is
+    /// still a canonical sequence, as each buffer sits at its minimum offset in it.
+    fn reorder(&mut self, part: &mut Part) {
+        let m = self.m;
+        let remaining = &self.remaining;
+        let total = |i: u32| {
+            m.spans[i as usize]
+                .iter()
+                .flat_map(|&(lo, hi)| remaining[lo as usize..hi as usize].iter())
+                .copied()
+                .max()
+                .unwrap_or(0)
+        };
+        let mut order: Vec<(u64, u32, u32)> = part
+            .buffers
+            .iter()
+            .map(|&i| (total(i), self.rank[i as usize], i))
+            .collect();
+        let mut ranks: Vec<u32> = order.iter().map(|&(_, r, _)| r).collect();
+        ranks.sort_unstable();
+        order.sort_unstable_by_key(|&(t, r, _)| (std::cmp::Reverse(t), r));
+        for (&(_, old, i), &new) in order.iter().zip(&ranks) {
+            if old != new {
+                self.rank_log.push((i, old));
+                self.rank[i as usize] = new;
+            }
+        }
+        part.start.1 = 0;
     }
 
     /// The current part is placed: search the next pending one, or offer the plan when
@@ -1427,8 +1480,19 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     let mut reused = Vec::new();
     let mut polish = rules.lns && role != Role::Prove;
     loop {
-        let rank = preorders[(first + round) % preorders.len()].clone();
-        let mut worker = Worker::new(model, shared, rules, rank, std::mem::take(&mut reused));
+        // With `reorder`, the prover gives each preorder two runs in a row: reordered at
+        // the splits, then static (I and E are solved by the first kind, G by the second).
+        // The improver keeps the static preorders (D and J lose with `reorder` there).
+        let (preorder, reorder) = match (rules.reorder, rules.restarts, role) {
+            (true, true, Role::Prove | Role::Both) => {
+                ((first + round / 2) % preorders.len(), round % 2 == 0)
+            }
+            (true, true, Role::Improve) => ((first + round) % preorders.len(), false),
+            _ => ((first + round) % preorders.len(), rules.reorder),
+        };
+        let rank = preorders[preorder].clone();
+        let run_rules = Rules { reorder, ..rules };
+        let mut worker = Worker::new(model, shared, run_rules, rank, std::mem::take(&mut reused));
         let steps: &[Role] = match role {
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
