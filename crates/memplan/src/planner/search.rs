@@ -58,6 +58,10 @@
 //!   (by either thread) is kept and, in later runs, placed as it is while it fits under
 //!   the cap; only the other parts are searched. Parts that different preorders solve
 //!   (E's two components) are then solved one run at a time.
+//! - `reorder` (not a cut): at each split, each part's buffers are reordered by
+//!   MiniMalloc's T recomputed for the part (the largest unplaced total live in a section
+//!   they span), ties by the preorder; with `restarts` the prover alternates reordered and
+//!   static runs of each preorder, the improver stays static.
 //! - `lns` (off by default; not a cut): the improver lowers the incumbent with rounds of
 //!   the large-neighbourhood search ([`super::lns`]) before its first run and after every
 //!   run that found a plan, each round counted as a node.
