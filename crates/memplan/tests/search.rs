@@ -163,7 +163,7 @@ proptest! {
     }
 
     #[test]
-    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u8..128) {
+    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u16..512) {
         let rules = Rules {
             canonical: mask & 1 != 0,
             dominance: mask & 2 != 0,
@@ -172,6 +172,8 @@ proptest! {
             restarts: mask & 16 != 0,
             decompose: mask & 32 != 0,
             reuse: mask & 64 != 0,
+            lns: mask & 128 != 0,
+            reorder: mask & 256 != 0,
         };
         let outcome = run(&Search { rules, ..exact() }, &problem);
         prop_assert!(outcome.proven_optimal);
@@ -250,7 +252,7 @@ fn a_node_limit_stops_the_search_with_the_best_plan_so_far() {
             node_limit: Some(50),
             rules: Rules {
                 restarts: false,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             },
             ..exact()
         },
@@ -344,7 +346,7 @@ fn ablation_every_rule_reduces_search_nodes() {
     };
     let base = Rules {
         restarts: false,
-        ..Rules::ALL
+        ..Rules::DEFAULT
     };
     let nodes = |problem: &Problem, rules: Rules| {
         let search = Search {
@@ -385,7 +387,7 @@ fn ablation_every_rule_reduces_search_nodes() {
 #[test]
 fn rules_parse_from_a_list() {
     assert_eq!(Rules::parse(""), Ok(Rules::DEFAULT));
-    assert_eq!(Rules::parse("+decompose"), Ok(Rules::ALL));
+    assert_eq!(Rules::parse("+decompose"), Ok(Rules::DEFAULT));
     let rules = Rules::parse("-dominance, -restarts").unwrap();
     assert!(!rules.dominance && !rules.restarts && rules.canonical && rules.sections);
     assert_eq!(Rules::parse("+hatless"), Ok(Rules::DEFAULT));
@@ -440,7 +442,7 @@ fn decompose_reduces_search_nodes_on_independent_parts() {
             rules: Rules {
                 restarts: false,
                 decompose,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             },
             node_limit: Some(200_000),
             ..exact()
@@ -468,7 +470,7 @@ fn decompose_keeps_the_optimum_on_mid_sized_instances() {
         let solve = |decompose: bool| {
             let rules = Rules {
                 decompose,
-                ..Rules::ALL
+                ..Rules::DEFAULT
             };
             run(&Search { rules, ..exact() }, &problem)
         };
@@ -491,9 +493,11 @@ fn reuse_reduces_search_nodes() {
     };
     let solve = |reuse: bool| {
         let search = Search {
+            // `reorder` off: with it F is proven in 322 nodes either way.
             rules: Rules {
                 reuse,
-                ..Rules::ALL
+                reorder: false,
+                ..Rules::DEFAULT
             },
             node_limit: Some(60_000),
             ..exact()
@@ -521,9 +525,11 @@ fn restarts_reduce_search_nodes() {
     };
     let solve = |restarts: bool| {
         let search = Search {
+            // `reorder` off: with it a single run proves F in 322 nodes.
             rules: Rules {
                 restarts,
-                ..Rules::ALL
+                reorder: false,
+                ..Rules::DEFAULT
             },
             node_limit: Some(LIMIT),
             ..exact()
@@ -538,4 +544,63 @@ fn restarts_reduce_search_nodes() {
     assert!(with.proven_optimal);
     assert!(with.nodes < without.nodes);
     assert!(!without.proven_optimal || without.arena == with.arena);
+}
+
+/// `lns` (off by default): on minimalloc C, one thread, 3,000 nodes (an LNS round counts as
+/// one): the LNS rounds from the incumbent lower the arena where the depth-first runs alone
+/// have not left the `best-of` plan yet.
+#[test]
+fn lns_lowers_the_arena_under_a_small_node_limit() {
+    let Some(c) = challenging("C") else {
+        return;
+    };
+    let solve = |lns: bool| {
+        let search = Search {
+            rules: Rules {
+                lns,
+                ..Rules::DEFAULT
+            },
+            node_limit: Some(3_000),
+            ..exact()
+        };
+        run(&search, &c)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "lns: arena {} with it, {} without ({} and {} nodes)",
+        with.arena, without.arena, with.nodes, without.nodes
+    );
+    assert!(with.nodes <= 3_000 + 256 && without.nodes <= 3_000 + 256);
+    assert!(with.arena < without.arena);
+}
+
+/// `reorder`: on minimalloc I (a perfect packing: its optimum is max-live), one thread,
+/// default rules: with the parts reordered at each split (every second run of the prover)
+/// the search finds a plan at the bound within the limit; with the static preorders alone
+/// it does not.
+#[test]
+fn reorder_reduces_search_nodes() {
+    const LIMIT: u64 = 60_000;
+    let Some(i) = challenging("I") else {
+        return;
+    };
+    let solve = |reorder: bool| {
+        let search = Search {
+            rules: Rules {
+                reorder,
+                ..Rules::DEFAULT
+            },
+            node_limit: Some(LIMIT),
+            ..exact()
+        };
+        run(&search, &i)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "reorder: {} nodes with it (arena {}), {} without (arena {})",
+        with.nodes, with.arena, without.nodes, without.arena
+    );
+    assert!(with.proven_optimal);
+    assert!(with.nodes < without.nodes);
+    assert!(without.arena > with.arena);
 }

@@ -58,6 +58,13 @@
 //!   (by either thread) is kept and, in later runs, placed as it is while it fits under
 //!   the cap; only the other parts are searched. Parts that different preorders solve
 //!   (E's two components) are then solved one run at a time.
+//! - `reorder` (not a cut): at each split, each part's buffers are reordered by
+//!   MiniMalloc's T recomputed for the part (the largest unplaced total live in a section
+//!   they span), ties by the preorder; with `restarts` the prover alternates reordered and
+//!   static runs of each preorder, the improver stays static.
+//! - `lns` (off by default; not a cut): the improver lowers the incumbent with rounds of
+//!   the large-neighbourhood search ([`super::lns`]) before its first run and after every
+//!   run that found a plan, each round counted as a node.
 //!
 //! Always on: a node is cut where an unplaced buffer cannot fit under the cap
 //! (`min_offset + size > cap`); caps move in steps of `g`, which divides every compacted
@@ -116,6 +123,13 @@ pub struct Rules {
     /// as it is in later runs while it fits under the cap, instead of searching the part
     /// again.
     pub reuse: bool,
+    /// The improver runs rounds of the large-neighbourhood search ([`super::lns`]) from the
+    /// incumbent before its first run and after every run that found a plan.
+    pub lns: bool,
+    /// At each split (`decompose`), reorder each part's buffers by the largest unplaced
+    /// total size live in a section they span (MiniMalloc's T, recomputed for the part),
+    /// ties by the preorder.
+    pub reorder: bool,
 }
 
 impl Default for Rules {
@@ -134,13 +148,19 @@ impl Rules {
         restarts: true,
         decompose: true,
         reuse: true,
+        lns: true,
+        reorder: true,
     };
 
-    /// The default: every rule.
-    pub const DEFAULT: Rules = Rules::ALL;
+    /// The default: every rule but `lns` (measured: it costs the improver more nodes than
+    /// it saves, see `doc/search.md`).
+    pub const DEFAULT: Rules = Rules {
+        lns: false,
+        ..Rules::ALL
+    };
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 9] = [
         "canonical",
         "dominance",
         "sections",
@@ -148,6 +168,8 @@ impl Rules {
         "restarts",
         "decompose",
         "reuse",
+        "lns",
+        "reorder",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -168,6 +190,8 @@ impl Rules {
                 "restarts" => &mut rules.restarts,
                 "decompose" => &mut rules.decompose,
                 "reuse" => &mut rules.reuse,
+                "lns" => &mut rules.lns,
+                "reorder" => &mut rules.reorder,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -357,7 +381,9 @@ impl Search {
                 } else {
                     &[Role::Both]
                 };
-                run_threads(roles.len(), |i| drive(&model, &shared, self, roles[i]));
+                run_threads(roles.len(), |i| {
+                    drive(problem, &model, &shared, self, roles[i])
+                });
             } else {
                 large_neighbourhood(problem, &start, &shared, self.seed, threads);
             }
@@ -918,6 +944,8 @@ struct Worker<'m, 's> {
     new_cuts: Vec<u32>,
     /// Parts waiting to be searched, the next on top.
     pending: Vec<Part>,
+    /// `(buffer, rank)` before a split reordered its parts (`reorder`).
+    rank_log: Vec<(u32, u32)>,
     splits: u64,
     /// The number of the root split (0 when the root did not split), and the best plan
     /// found for each of its parts (`reuse`).
@@ -971,6 +999,7 @@ impl<'m, 's> Worker<'m, 's> {
             crossings: m.crossings.clone(),
             new_cuts: Vec::new(),
             pending: Vec::new(),
+            rank_log: Vec::new(),
             splits: 0,
             root_split: 0,
             root_parts: Vec::new(),
@@ -1133,15 +1162,58 @@ impl<'m, 's> Worker<'m, 's> {
         if origin == self.root_split {
             self.root_parts = parts.iter().map(|p| p.buffers.clone()).collect();
         }
+        let ranks = self.rank_log.len();
+        if self.rules.reorder {
+            for part in &mut parts {
+                self.reorder(part);
+            }
+        }
         let depth = self.pending.len();
         self.pending
             .extend(parts.into_iter().rev().filter(|p| !p.buffers.is_empty()));
         let flow = self.next_part(top);
         self.pending.truncate(depth);
+        for &(i, rank) in self.rank_log[ranks..].iter().rev() {
+            self.rank[i as usize] = rank;
+        }
+        self.rank_log.truncate(ranks);
         match flow {
             Flow::Infeasible(o) if o == origin => Flow::Continue,
             flow => flow,
         }
+    }
+
+    /// `reorder`: gives the buffers of `part` the ranks they already hold among
+    /// themselves, in a new order: the largest total of unplaced sizes live in a section
+    /// they span first, ties by the old rank (logged in `rank_log`). The part then starts at
+    /// any rank at the split offset: a least-sum completion sorted by (offset, new rank) is
+    /// still a canonical sequence, as each buffer sits at its minimum offset in it.
+    fn reorder(&mut self, part: &mut Part) {
+        let m = self.m;
+        let remaining = &self.remaining;
+        let total = |i: u32| {
+            m.spans[i as usize]
+                .iter()
+                .flat_map(|&(lo, hi)| remaining[lo as usize..hi as usize].iter())
+                .copied()
+                .max()
+                .unwrap_or(0)
+        };
+        let mut order: Vec<(u64, u32, u32)> = part
+            .buffers
+            .iter()
+            .map(|&i| (total(i), self.rank[i as usize], i))
+            .collect();
+        let mut ranks: Vec<u32> = order.iter().map(|&(_, r, _)| r).collect();
+        ranks.sort_unstable();
+        order.sort_unstable_by_key(|&(t, r, _)| (std::cmp::Reverse(t), r));
+        for (&(_, old, i), &new) in order.iter().zip(&ranks) {
+            if old != new {
+                self.rank_log.push((i, old));
+                self.rank[i as usize] = new;
+            }
+        }
+        part.start.1 = 0;
     }
 
     /// The current part is placed: search the next pending one, or offer the plan when
@@ -1297,12 +1369,16 @@ impl<'m, 's> Worker<'m, 's> {
             }
             while let Some(s) = self.dirty.pop() {
                 let s = s as usize;
-                let floor = m.members[s]
-                    .iter()
-                    .map(|&j| self.min_off[j as usize])
-                    .min()
-                    .unwrap_or(UNPLACED);
-                if floor != self.floors[s] {
+                // Floors only rise: a member still at the old floor keeps it.
+                let old = self.floors[s];
+                let mut floor = UNPLACED;
+                for &j in &m.members[s] {
+                    floor = floor.min(self.min_off[j as usize]);
+                    if floor == old {
+                        break;
+                    }
+                }
+                if floor != old {
                     self.floor_log.push((s as u32, self.floors[s]));
                     self.floors[s] = floor;
                 }
@@ -1392,7 +1468,7 @@ const RUNS_PER_BUDGET: usize = 3;
 
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
-fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
+fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, role: Role) {
     let preorders = model.preorders();
     let rules = options.rules;
     let first = (options.seed as usize + usize::from(role == Role::Prove)) % preorders.len();
@@ -1406,9 +1482,21 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
     // Without restarts a run never ends on its budget: aim straight below the incumbent.
     let mut aim: u64 = if rules.restarts { 1 } else { 8 };
     let mut reused = Vec::new();
+    let mut polish = rules.lns && role != Role::Prove;
     loop {
-        let rank = preorders[(first + round) % preorders.len()].clone();
-        let mut worker = Worker::new(model, shared, rules, rank, std::mem::take(&mut reused));
+        // With `reorder`, the prover gives each preorder two runs in a row: reordered at
+        // the splits, then static (I and E are solved by the first kind, G by the second).
+        // The improver keeps the static preorders (D and J lose with `reorder` there).
+        let (preorder, reorder) = match (rules.reorder, rules.restarts, role) {
+            (true, true, Role::Prove | Role::Both) => {
+                ((first + round / 2) % preorders.len(), round % 2 == 0)
+            }
+            (true, true, Role::Improve) => ((first + round) % preorders.len(), false),
+            _ => ((first + round) % preorders.len(), rules.reorder),
+        };
+        let rank = preorders[preorder].clone();
+        let run_rules = Rules { reorder, ..rules };
+        let mut worker = Worker::new(model, shared, run_rules, rank, std::mem::take(&mut reused));
         let steps: &[Role] = match role {
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
@@ -1416,6 +1504,15 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
         for &step in steps {
             if shared.done.load(Ordering::Relaxed) {
                 return;
+            }
+            if step == Role::Improve && std::mem::take(&mut polish) {
+                let seed = options.seed.wrapping_add(round as u64);
+                lns_from_incumbent(
+                    problem,
+                    shared,
+                    model.n as u64 * LNS_ROUNDS_PER_BUFFER,
+                    seed,
+                );
             }
             let best = shared.best.load(Ordering::Relaxed);
             let lower = shared.lower.load(Ordering::Relaxed);
@@ -1447,6 +1544,7 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
                 Flow::Budget if step == Role::Improve => aim = (aim - 1).max(1),
                 Flow::Target | Flow::Budget => {}
             }
+            polish |= rules.lns && step == Role::Improve && worker.found;
         }
         reused = std::mem::take(&mut worker.reused);
         shared.exchange(&mut reused);
@@ -1455,6 +1553,33 @@ fn drive(model: &Model, shared: &Shared, options: &Search, role: Role) {
             budget = budget.saturating_mul(2);
         }
     }
+}
+
+/// LNS rounds per searched buffer each time the improver polishes the incumbent (`lns`).
+const LNS_ROUNDS_PER_BUFFER: u64 = 1;
+
+/// `lns`: runs up to `rounds` rounds of the large-neighbourhood search from the incumbent
+/// (fewer near the node limit; a round counts as a node) and offers the result.
+fn lns_from_incumbent(problem: &Problem, shared: &Shared, rounds: u64, seed: u64) {
+    let offsets = {
+        let incumbent = shared.incumbent.lock().unwrap_or_else(|e| e.into_inner());
+        incumbent.offsets.clone()
+    };
+    let Some(plan) = Plan::new(problem, offsets) else {
+        return;
+    };
+    let left = shared
+        .node_limit
+        .saturating_sub(shared.nodes.load(Ordering::Relaxed));
+    let limits = Limits {
+        deadline: shared.deadline,
+        rounds: rounds.min(left),
+        target: shared.lower.load(Ordering::Relaxed),
+        stop: Some(&shared.done),
+    };
+    let improved = improve(problem, &plan, &limits, seed);
+    shared.offer(improved.arena, || improved.plan.offsets);
+    shared.poll(improved.rounds);
 }
 
 // ---------------------------------------------------------------------------------------
