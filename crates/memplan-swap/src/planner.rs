@@ -398,20 +398,9 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         }
         Planner::Lms => {
             let level = levels(graph);
-            let mut inputs = Vec::new();
-            for (k, value) in graph.values().iter().enumerate() {
-                let id = ValueId(k as u32);
-                let Some((p, _)) = value.producer else {
-                    continue;
-                };
-                if !value.is_activation() || value.bytes == 0 || is_host(graph, id) {
-                    continue;
-                }
-                for &(c, _) in &value.consumers {
-                    let distance = level[c.index()].saturating_sub(level[p.index()]);
-                    inputs.push((distance, id, c));
-                }
-            }
+            let inputs: Vec<(usize, ValueId, NodeId)> = device_reads(graph)
+                .map(|(id, p, c)| (level[c.index()].saturating_sub(level[p.index()]), id, c))
+                .collect();
             let mut distances: Vec<usize> = inputs.iter().map(|i| i.0).collect();
             distances.sort_unstable();
             distances.dedup();
@@ -436,26 +425,33 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         }
         Planner::Everything => {
             let position = compute_positions(graph);
-            let mut chosen = Vec::new();
-            for (k, value) in graph.values().iter().enumerate() {
-                let id = ValueId(k as u32);
-                let Some((p, _)) = value.producer else {
-                    continue;
-                };
-                if !value.is_activation() || value.bytes == 0 || is_host(graph, id) {
-                    continue;
-                }
-                for &(c, _) in &value.consumers {
-                    if position[c.index()] > position[p.index()] + 1 {
-                        chosen.push((id, c));
-                    }
-                }
-            }
+            let chosen: Vec<(ValueId, NodeId)> = device_reads(graph)
+                .filter(|&(_, p, c)| position[c.index()] > position[p.index()] + 1)
+                .map(|(id, _, c)| (id, c))
+                .collect();
             let options = Options::method(setup.reduction, setup.machine);
             try_swaps(group_pairs(&chosen), &options, "all".into(), &mut best)?;
         }
     }
     Ok(best.finish())
+}
+
+/// Every read of a device activation that a baseline may swap: `(value, producer,
+/// reader)`, for produced, non-empty activations that are not already on the host.
+fn device_reads(graph: &Graph) -> impl Iterator<Item = (ValueId, NodeId, NodeId)> + '_ {
+    graph
+        .values()
+        .iter()
+        .enumerate()
+        .flat_map(move |(k, value)| {
+            let id = ValueId(k as u32);
+            let producer = value
+                .producer
+                .filter(|_| value.is_activation() && value.bytes > 0 && !is_host(graph, id));
+            producer
+                .into_iter()
+                .flat_map(move |(p, _)| value.consumers.iter().map(move |&(c, _)| (id, p, c)))
+        })
 }
 
 /// The method's rewriting, with its serialization edges or the timed ones.
