@@ -130,6 +130,10 @@ pub struct Rules {
     /// total size live in a section they span (MiniMalloc's T, recomputed for the part),
     /// ties by the preorder.
     pub reorder: bool,
+    /// The improver stops at its first plan and runs the same preorder again from the root
+    /// with the cap just below it, for as long as each run finds one; without it, a run
+    /// goes on depth-first under the tightened cap.
+    pub dive: bool,
 }
 
 impl Default for Rules {
@@ -150,6 +154,7 @@ impl Rules {
         reuse: true,
         lns: true,
         reorder: true,
+        dive: true,
     };
 
     /// The default: every rule but `lns` (measured: it costs the improver more nodes than
@@ -160,7 +165,7 @@ impl Rules {
     };
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "canonical",
         "dominance",
         "sections",
@@ -170,6 +175,7 @@ impl Rules {
         "reuse",
         "lns",
         "reorder",
+        "dive",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -192,6 +198,7 @@ impl Rules {
                 "reuse" => &mut rules.reuse,
                 "lns" => &mut rules.lns,
                 "reorder" => &mut rules.reorder,
+                "dive" => &mut rules.dive,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -930,14 +937,10 @@ struct Worker<'m, 's> {
     remaining: Vec<u64>,
     buffer_log: Vec<(u32, u64, u64)>,
     candidates: Vec<u32>,
-    /// The lowest minimum offset among the unplaced buffers live in each section (kept
-    /// up to date by `place`, restored by `undo`).
-    floors: Vec<u64>,
-    floor_log: Vec<(u32, u64)>,
-    /// Sections to recompute after a placement (`marked[s] == stamp` when listed).
-    dirty: Vec<u32>,
-    marked: Vec<u32>,
-    stamp: u32,
+    /// For each section, a member whose minimum offset was low enough for the section rule
+    /// when last looked at: a hint for [`Worker::sections_fit`], never undone (any unplaced
+    /// member's minimum offset bounds the section floor from above).
+    witness: Vec<u32>,
     /// [`Model::crossings`] counting unplaced buffers and pairs with both unplaced only.
     crossings: Vec<u32>,
     /// Boundaries whose crossings the last `place` took to zero (`decompose`).
@@ -983,19 +986,11 @@ impl<'m, 's> Worker<'m, 's> {
             remaining: m.section_total.clone(),
             buffer_log: Vec::new(),
             candidates: Vec::new(),
-            floors: (0..m.section_total.len())
-                .map(|s| {
-                    m.members[s]
-                        .iter()
-                        .map(|&i| m.lowest_from(i as usize, 0))
-                        .min()
-                        .unwrap_or(UNPLACED)
-                })
+            witness: m
+                .members
+                .iter()
+                .map(|list| list.first().map_or(0, |&j| j))
                 .collect(),
-            floor_log: Vec::new(),
-            dirty: Vec::new(),
-            marked: vec![0; m.section_total.len()],
-            stamp: 0,
             crossings: m.crossings.clone(),
             new_cuts: Vec::new(),
             pending: Vec::new(),
@@ -1310,12 +1305,12 @@ impl<'m, 's> Worker<'m, 's> {
     }
 
     /// Places `i` at `offset`; returns the log mark for [`Worker::undo`].
-    fn place(&mut self, i: usize, offset: u64) -> (usize, usize) {
+    fn place(&mut self, i: usize, offset: u64) -> usize {
         let m = self.m;
-        let mark = (self.buffer_log.len(), self.floor_log.len());
+        let mark = self.buffer_log.len();
         let height = offset + m.size[i];
         self.offset[i] = offset;
-        // Placed buffers count as `UNPLACED` (no floor) in the section floors below.
+        // Placed buffers count as `UNPLACED` (no floor) in the section rule.
         self.min_off[i] = UNPLACED;
         for &j in m.neighbours(i) {
             let j = j as usize;
@@ -1352,59 +1347,11 @@ impl<'m, 's> Worker<'m, 's> {
                 }
             }
         }
-        if self.rules.sections {
-            // A floor can only rise where it was set by `i` (now placed) or by a buffer
-            // whose minimum offset just rose: mark those sections, then recompute each once.
-            self.stamp = self.stamp.wrapping_add(1);
-            if self.stamp == 0 {
-                self.marked.iter_mut().for_each(|x| *x = 0);
-                self.stamp = 1;
-            }
-            self.mark_floors(i, offset);
-            for k in mark.0..self.buffer_log.len() {
-                let (j, _, old) = self.buffer_log[k];
-                if self.min_off[j as usize] != old {
-                    self.mark_floors(j as usize, old);
-                }
-            }
-            while let Some(s) = self.dirty.pop() {
-                let s = s as usize;
-                // Floors only rise: a member still at the old floor keeps it.
-                let old = self.floors[s];
-                let mut floor = UNPLACED;
-                for &j in &m.members[s] {
-                    floor = floor.min(self.min_off[j as usize]);
-                    if floor == old {
-                        break;
-                    }
-                }
-                if floor != old {
-                    self.floor_log.push((s as u32, self.floors[s]));
-                    self.floors[s] = floor;
-                }
-            }
-        }
         mark
     }
 
-    /// Marks `i`'s sections whose floor equals `old` (`i`'s minimum offset before).
-    fn mark_floors(&mut self, i: usize, old: u64) {
-        for &(lo, hi) in &self.m.spans[i] {
-            for s in lo as usize..hi as usize {
-                if self.floors[s] == old && self.marked[s] != self.stamp {
-                    self.marked[s] = self.stamp;
-                    self.dirty.push(s as u32);
-                }
-            }
-        }
-    }
-
-    fn undo(&mut self, i: usize, (buffers, floors): (usize, usize)) {
+    fn undo(&mut self, i: usize, buffers: usize) {
         let m = self.m;
-        for &(s, floor) in self.floor_log[floors..].iter().rev() {
-            self.floors[s as usize] = floor;
-        }
-        self.floor_log.truncate(floors);
         for &(j, raw, min_off) in self.buffer_log[buffers..].iter().rev() {
             self.raw[j as usize] = raw;
             self.min_off[j as usize] = min_off;
@@ -1450,14 +1397,35 @@ impl<'m, 's> Worker<'m, 's> {
     /// total size below the cap. The floor is the lowest minimum offset among them (each is
     /// at or above its own), and with `canonical` at least `offset`. (Sections of other
     /// parts do not change while this one is searched.)
-    fn sections_fit(&self, part: &Part, offset: u64) -> bool {
+    ///
+    /// The floors are not maintained: a section passes when its witness (or, failing that,
+    /// the first member found) is unplaced with a minimum offset low enough, which the
+    /// floor is then at most; only a section that fails scans all its members.
+    fn sections_fit(&mut self, part: &Part, offset: u64) -> bool {
         let mono = if self.rules.canonical { offset } else { 0 };
-        let cap = self.cap;
-        let range = part.lo as usize..part.hi as usize;
-        self.floors[range.clone()]
-            .iter()
-            .zip(&self.remaining[range])
-            .all(|(&floor, &rem)| rem == 0 || floor.max(mono).saturating_add(rem) <= cap)
+        let m = self.m;
+        for s in part.lo as usize..part.hi as usize {
+            let rem = self.remaining[s];
+            if rem == 0 {
+                continue;
+            }
+            // The highest floor under which the section's unplaced buffers fit.
+            let Some(room) = self.cap.checked_sub(rem) else {
+                return false;
+            };
+            if mono > room {
+                return false;
+            }
+            if self.min_off[self.witness[s] as usize] <= room {
+                continue;
+            }
+            let min_off = &self.min_off;
+            match m.members[s].iter().find(|&&j| min_off[j as usize] <= room) {
+                Some(&j) => self.witness[s] = j,
+                None => return false,
+            }
+        }
+        true
     }
 }
 
@@ -1483,6 +1451,8 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     let mut aim: u64 = if rules.restarts { 1 } else { 8 };
     let mut reused = Vec::new();
     let mut polish = rules.lns && role != Role::Prove;
+    // `dive`: the last run of the improver found a plan, so its preorder runs again.
+    let mut dive = false;
     loop {
         // With `reorder`, the prover gives each preorder two runs in a row: reordered at
         // the splits, then static (I and E are solved by the first kind, G by the second).
@@ -1498,6 +1468,8 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
         let run_rules = Rules { reorder, ..rules };
         let mut worker = Worker::new(model, shared, run_rules, rank, std::mem::take(&mut reused));
         let steps: &[Role] = match role {
+            // A dive repeats the improver's run only: the prover's would be the same.
+            Role::Both if dive => &[Role::Improve],
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
         };
@@ -1519,6 +1491,8 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             let improve_cap = best.saturating_sub(g);
             let cap = if step == Role::Prove {
                 lower.min(improve_cap)
+            } else if dive {
+                improve_cap
             } else {
                 // Aim `aim / 8` of the way from the bound to the incumbent: a tight cap
                 // prunes hard and finds good plans fast, or proves a better bound.
@@ -1530,7 +1504,22 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
                 shared.raise(best);
                 return;
             }
-            let flow = worker.run(cap, lower, budget);
+            // With `dive` the improver stops at its first plan and starts again from the
+            // root; without it, it goes on under the tightened cap (branch and bound).
+            let target = if step == Role::Improve && rules.dive {
+                cap
+            } else {
+                lower
+            };
+            let flow = worker.run(cap, target, budget);
+            #[cfg(feature = "trace-search")]
+            eprintln!(
+                "{:.3}s {step:?} preorder {preorder} reorder {reorder} cap {cap} budget {budget}: \
+                 {} nodes, {flow:?}, best {}",
+                shared.started.elapsed().as_secs_f64(),
+                worker.nodes,
+                shared.best.load(Ordering::Relaxed)
+            );
             match flow {
                 Flow::Continue | Flow::Infeasible(_) => {
                     // Exhausted: nothing at or below the final cap.
@@ -1548,9 +1537,12 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
         }
         reused = std::mem::take(&mut worker.reused);
         shared.exchange(&mut reused);
-        round += 1;
-        if rules.restarts && round % RUNS_PER_BUDGET == 0 {
-            budget = budget.saturating_mul(2);
+        dive = rules.dive && role != Role::Prove && worker.found;
+        if !dive {
+            round += 1;
+            if rules.restarts && round % RUNS_PER_BUDGET == 0 {
+                budget = budget.saturating_mul(2);
+            }
         }
     }
 }
