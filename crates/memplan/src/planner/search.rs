@@ -352,6 +352,17 @@ impl Search {
                 .0
         };
         let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
+        let mut deadline = started + self.time_limit;
+        if !exact {
+            // The LNS result is checked twice after its deadline (by the LNS and below):
+            // time one check and end the LNS early enough for both, with room to spare.
+            let probe = Instant::now();
+            check(problem, &start);
+            deadline = deadline
+                .checked_sub(probe.elapsed() * 3)
+                .unwrap_or(started)
+                .max(started);
+        }
         let (g, fixed_top) = granularity(problem);
         let bound = max_live(problem)
             .unwrap_or(0)
@@ -369,7 +380,7 @@ impl Search {
             stop: Mutex::new(None),
             nodes: AtomicU64::new(0),
             started,
-            deadline: started + self.time_limit,
+            deadline,
             node_limit: self.node_limit.unwrap_or(u64::MAX),
             progress,
             last_report: Mutex::new(started),
