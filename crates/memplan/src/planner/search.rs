@@ -85,10 +85,10 @@
 //!
 //! Two searches share the incumbent: an *improver* whose cap is aimed between the bound and
 //! the incumbent (1/8 of the way first; one eighth closer to the incumbent after each run
-//! that ends on its node budget empty-handed, one eighth closer to the bound after a run
-//! that found a plan) and set to `arena - g` at every plan it finds (with `dive`, by a new
-//! run from the root; without, in the same run: branch and bound), and a *prover* with cap = the lower bound (the max-live bound, rounded up to
-//! `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
+//! that ends on its node budget empty-handed; without `dive`, one eighth closer to the
+//! bound after a run that found a plan) and set to `arena - g` at every plan it finds
+//! (with `dive`, by a new run from the root; without, in the same run: branch and bound),
+//! and a *prover* with cap = the lower bound (the max-live bound, rounded up to `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
 //! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
 //! with one they alternate under the node budgets.
 //!
