@@ -328,7 +328,7 @@ pub struct SearchArgs {
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// search: pruning rules to switch off or on, e.g. `-dominance,-restarts` (rules:
-    /// canonical, dominance, sections, hatless, restarts, decompose, reuse, reorder, lns;
+    /// canonical, dominance, sections, hatless, restarts, decompose, reuse, reorder, dive, lns;
     /// all but lns on by default).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub search_rules: String,
