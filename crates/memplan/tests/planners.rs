@@ -425,7 +425,8 @@ fn every_planner_is_registered_after_naive() {
             "strip",
             "search",
             "exclusive",
-            "npu"
+            "npu",
+            "tflm-greedy"
         ]
     );
     for p in planner::all() {

@@ -18,6 +18,7 @@
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
 //! | `npu` | groups, then widest step first (methods.md §2) | shared objects, end to end |
+//! | `tflm-greedy` | fixed first, then size ↓, ties later id first (TFLite Micro exactly) | first gap that fits, walked in offset order |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is
 //! deterministic.
@@ -42,6 +43,7 @@ pub mod npu;
 mod placement;
 pub mod search;
 pub mod strip;
+mod tflm_greedy;
 
 pub use best_of::{run_all, Attempt, BestOf};
 pub use breadth::Breadth;
@@ -51,6 +53,7 @@ pub use naive::Naive;
 pub use npu::{Match, Npu, NpuStats};
 pub use search::Search;
 pub use strip::{Metric, Stop, Strip, StripOutcome};
+pub use tflm_greedy::{tflm_greedy_offsets, TflmGreedy};
 
 /// Why a planner produced no plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -88,6 +91,7 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Search::DEFAULT,
         &Exclusive::DEFAULT,
         &Npu { rule: Match::Size },
+        &TflmGreedy,
     ]
 }
 
