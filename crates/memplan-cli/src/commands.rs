@@ -93,6 +93,8 @@ pub struct PlanExtras<'a> {
     pub search: &'a SearchArgs,
     /// npu's `--platform` and `--match`.
     pub npu: &'a crate::npu::NpuArgs,
+    /// `--write-offline-plan`: where to write a `.tflite` with the plan embedded.
+    pub write_offline_plan: Option<&'a Path>,
 }
 
 /// strip with the options given, or `None` for another planner (which takes none).
@@ -173,6 +175,12 @@ pub fn plan(
     check_fragmented(planner, settings)?;
     let strip = strip_options(planner, extras)?;
     let loaded = input::read_input(file, settings)?;
+    if extras.write_offline_plan.is_some() && loaded.tflite.is_none() {
+        bail!(
+            "--write-offline-plan applies to .tflite models only, and '{}' is not one",
+            file.display()
+        );
+    }
     let mut problem = loaded.problem.clone();
     if alignment > 1 {
         problem = problem.with_alignment(alignment).with_context(|| {
@@ -266,6 +274,14 @@ pub fn plan(
         }
     }
     let arena = report.arena_bytes.unwrap_or(0);
+    let tflm = match &loaded.tflite {
+        Some(input) => Some(crate::tflite::outcome(input, &outcome.plan, file)?),
+        None => None,
+    };
+    if let (Some(input), Some(tflm), Some(out)) = (&loaded.tflite, &tflm, extras.write_offline_plan)
+    {
+        crate::tflite::write_offline_plan(input, tflm, file, out)?;
+    }
     let text = match format {
         Format::Json => {
             let mut extra = serde_json::Map::new();
@@ -310,6 +326,9 @@ pub fn plan(
             }
             if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
                 crate::npu::json_extras(prepared, assignment, &mut extra);
+            }
+            if let (Some(input), Some(tflm)) = (&loaded.tflite, &tflm) {
+                crate::tflite::json_extras(input, tflm, &mut extra);
             }
             if let Some(search) = &outcome.search {
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
@@ -364,6 +383,12 @@ pub fn plan(
             }
             if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
                 graph.extend(crate::npu::table_rows(prepared, assignment));
+            }
+            if let (Some(input), Some(tflm)) = (&loaded.tflite, &tflm) {
+                graph.extend(crate::tflite::table_rows(input, tflm));
+                if let Some(out) = extras.write_offline_plan {
+                    graph.push(("offline plan written", out.display().to_string()));
+                }
             }
             plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
         }

@@ -5,6 +5,7 @@
 //! ```text
 //!   *.json ──► graph JSON ──┐
 //!   *.onnx ──► ONNX ────────┴─► Graph ──► analyse (order, alias, in-place) ──► Problem
+//!   *.tflite ► TFLite ──► TFLM's arena (16-byte sizes, scratch, RESHAPE/in-place) ──► Problem
 //!   other  ──► minimalloc CSV ────────────────────────────────────────────────► Problem
 //! ```
 
@@ -35,6 +36,16 @@ pub struct GraphSettings {
 pub struct Loaded {
     pub problem: Problem,
     pub graph: Option<(Graph, Analysis)>,
+    /// The model and its arena when the file was a `.tflite`.
+    pub tflite: Option<TfliteInput>,
+}
+
+/// A `.tflite` model read for planning.
+pub struct TfliteInput {
+    /// The file's bytes, for writing it back with an offline plan.
+    pub bytes: Vec<u8>,
+    pub model: memplan_tflite::Model,
+    pub arena: memplan_tflite::Arena,
 }
 
 /// What kind of file a path names, by its extension (case-insensitive).
@@ -44,6 +55,8 @@ pub enum FileKind {
     GraphJson,
     /// `.onnx`: an ONNX model.
     Onnx,
+    /// `.tflite`: a TensorFlow Lite model, planned as TFLite Micro plans it.
+    Tflite,
     /// Anything else: a minimalloc CSV.
     MinimallocCsv,
 }
@@ -57,6 +70,7 @@ impl FileKind {
         match extension.as_deref() {
             Some("json") => FileKind::GraphJson,
             Some("onnx") => FileKind::Onnx,
+            Some("tflite") => FileKind::Tflite,
             _ => FileKind::MinimallocCsv,
         }
     }
@@ -89,7 +103,53 @@ pub fn read_graph(path: &Path, import: &ImportOptions) -> Result<Graph> {
             "'{}' is not a graph: give a graph JSON (.json) or ONNX (.onnx) file",
             path.display()
         ),
+        FileKind::Tflite => anyhow::bail!(
+            "'{}' is a TFLite model, which this command does not take: a .tflite works with plan, check, bound, inspect and bench; give a graph JSON (.json) or ONNX (.onnx) file here",
+            path.display()
+        ),
     }
+}
+
+/// How a `.tflite` becomes a problem: TFLM's arena, with RESHAPE outputs sharing their
+/// input's bytes unless `--no-alias` and in-place elementwise operators unless
+/// `--no-inplace`. `--order`, `--input-shape` and `--dim` do not apply (TFLM runs the
+/// operators in file order, and shapes are static).
+pub fn tflite_options(
+    path: &Path,
+    settings: &GraphSettings,
+) -> Result<memplan_tflite::ArenaOptions> {
+    if settings.order != Order::File {
+        anyhow::bail!(
+            "'{}': --order applies to graph JSON and ONNX; TFLite Micro runs a .tflite's operators in the file's order",
+            path.display()
+        );
+    }
+    if !settings.import.input_shapes.is_empty() || !settings.import.dims.is_empty() {
+        anyhow::bail!(
+            "'{}': --input-shape and --dim apply to ONNX; a .tflite has static shapes",
+            path.display()
+        );
+    }
+    Ok(memplan_tflite::ArenaOptions {
+        sharing: memplan_tflite::Sharing {
+            reshape: settings.options.alias,
+            inplace: settings.options.inplace,
+        },
+        ..memplan_tflite::ArenaOptions::default()
+    })
+}
+
+/// Reads a `.tflite` model and builds its arena problem.
+pub fn read_tflite(path: &Path, options: memplan_tflite::ArenaOptions) -> Result<TfliteInput> {
+    let bytes = memplan_tflite::model::read_bytes(path)?;
+    let name = path.display().to_string();
+    let model = memplan_tflite::read_model(&bytes, &name)?;
+    let arena = memplan_tflite::arena(&model, options, &name)?;
+    Ok(TfliteInput {
+        bytes,
+        model,
+        arena,
+    })
 }
 
 /// Analyses a graph read from `path`, naming the file in errors.
@@ -106,6 +166,15 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
         return Ok(Loaded {
             problem,
             graph: None,
+            tflite: None,
+        });
+    }
+    if FileKind::of(path) == FileKind::Tflite {
+        let tflite = read_tflite(path, tflite_options(path, settings)?)?;
+        return Ok(Loaded {
+            problem: tflite.arena.problem.clone(),
+            graph: None,
+            tflite: Some(tflite),
         });
     }
     let graph = read_graph(path, &settings.import)?;
@@ -113,6 +182,7 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     Ok(Loaded {
         problem: analysis.problem.clone(),
         graph: Some((graph, analysis)),
+        tflite: None,
     })
 }
 

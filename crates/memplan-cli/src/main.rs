@@ -18,6 +18,7 @@ mod progress;
 mod spec;
 mod swap;
 mod table;
+mod tflite;
 
 /// Static memory planning for neural-network tensors.
 #[derive(Parser, Debug)]
@@ -64,13 +65,18 @@ enum Command {
         search: SearchArgs,
         #[command(flatten)]
         npu: npu::NpuArgs,
+        /// .tflite only: write the model with the plan embedded as TFLite Micro's
+        /// `OfflineMemoryAllocation` metadata (replacing an existing one) to PATH.
+        #[arg(long, value_name = "PATH")]
+        write_offline_plan: Option<PathBuf>,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
         /// The problem the plan claims to solve (minimalloc CSV, graph JSON or ONNX).
         problem: PathBuf,
         /// The plan: plan JSON (`memplan plan --format json`) or a CSV with an `offset` column.
-        plan: PathBuf,
+        /// Left out for a `.tflite`, the offline plan embedded in the model is checked.
+        plan: Option<PathBuf>,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = ReportFormat::Table)]
         format: ReportFormat,
@@ -398,6 +404,7 @@ fn main() -> ExitCode {
             max_iters,
             search,
             npu,
+            write_offline_plan,
         } => commands::plan(
             &file,
             &planner,
@@ -411,6 +418,7 @@ fn main() -> ExitCode {
                 max_iters,
                 search: &search,
                 npu: &npu,
+                write_offline_plan: write_offline_plan.as_deref(),
             },
         ),
         Command::Check {
@@ -419,13 +427,22 @@ fn main() -> ExitCode {
             format,
             platform,
             graph,
-        } => commands::check(
-            &problem,
-            &plan,
-            format,
-            &graph.settings(),
-            &npu::PlatformArg { platform },
-        ),
+        } => match plan {
+            Some(plan) => commands::check(
+                &problem,
+                &plan,
+                format,
+                &graph.settings(),
+                &npu::PlatformArg { platform },
+            ),
+            None if input::FileKind::of(&problem) == input::FileKind::Tflite => {
+                tflite::check_embedded(&problem, format)
+            }
+            None => Err(anyhow::anyhow!(
+                "memplan check needs a PLAN file after '{}' (only a .tflite carries its own plan)",
+                problem.display()
+            )),
+        },
         Command::Bound {
             file,
             format,
@@ -447,6 +464,8 @@ fn main() -> ExitCode {
                 inspect::inspect_exclusive(&file, format, &graph.settings())
             } else if operators {
                 npu::inspect_operators(&file, format, &graph.settings(), &platform)
+            } else if input::FileKind::of(&file) == input::FileKind::Tflite {
+                tflite::inspect(&file, format, &graph.settings())
             } else {
                 commands::inspect(&file, format, &graph.settings())
             }
