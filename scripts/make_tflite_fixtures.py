@@ -73,6 +73,7 @@ OP_VERSIONS = {
     Op.MUL: 2,
     Op.QUANTIZE: 2,
     Op.RELU: 2,
+    Op.RELU6: 2,
     Op.RESHAPE: 1,
     Op.SOFTMAX: 2,
     Op.SUB: 2,
@@ -415,11 +416,11 @@ class Int8Net(ModelBuilder):
     def unary(
         self, name: str, code: int, x: int, out_quant: tuple[float, int] | None = None
     ) -> int:
-        """Option-less elementwise op (RELU, LOGISTIC, TANH) or QUANTIZE (int8 requant)."""
+        """Option-less elementwise op (RELU, RELU6, LOGISTIC, TANH) or QUANTIZE (int8 requant)."""
         fixed = {Op.LOGISTIC: (1.0 / 256, -128), Op.TANH: (1.0 / 128, 0)}
         if code in fixed:
             oq = fixed[code]
-        elif code == Op.RELU:
+        elif code in (Op.RELU, Op.RELU6):
             oq = (self.quant(x)[0], -128)
         else:
             oq = out_quant
@@ -586,12 +587,31 @@ def equal_sizes() -> bytes:
     return net.finish([x], [out])
 
 
+def unary_chain() -> bytes:
+    """A chain of one-input elementwise ops, each the only reader of its input.
+
+    Ops: ADD (so the chain does not start on the model input), RELU, RELU6, TANH,
+    LOGISTIC. Every input dies at the op that reads it, so each op can write its
+    output over its input: this is the fixture that verifies in-place RELU, RELU6
+    and TANH in TFLM.
+    """
+    net = Int8Net("memplan fixture: int8 unary chain", seed=6)
+    x = net.input("input", [1, 8, 8, 4], scale=0.05, zero_point=-2)
+    doubled = net.binary("add", Op.ADD, x, x)
+    relu = net.unary("relu", Op.RELU, doubled)
+    relu6 = net.unary("relu6", Op.RELU6, relu)
+    tanh = net.unary("tanh", Op.TANH, relu6)
+    out = net.unary("logistic", Op.LOGISTIC, tanh)
+    return net.finish([x], [out])
+
+
 MODELS: dict[str, Callable[[], bytes]] = {
     "branchy.tflite": branchy,
     "elementwise.tflite": elementwise,
     "mean_tconv.tflite": mean_tconv,
     "multi_output.tflite": multi_output,
     "equal_sizes.tflite": equal_sizes,
+    "unary_chain.tflite": unary_chain,
 }
 
 
