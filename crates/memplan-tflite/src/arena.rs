@@ -228,6 +228,25 @@ pub fn arena(model: &Model, options: ArenaOptions, file: &str) -> Result<Arena, 
     } else {
         (Vec::new(), Vec::new())
     };
+    // TFLM refuses intermediates that are not empty (`ValidateSubgraph`).
+    for (s, sg) in model.subgraphs.iter().enumerate() {
+        for (o, op) in sg.operators.iter().enumerate() {
+            for &t in &op.intermediates {
+                let tensor = &sg.tensors[t];
+                if tensor.bytes != 0 {
+                    return Err(TfliteError::Unsupported {
+                        file: file.to_string(),
+                        what: format!(
+                            "subgraph {s} operator {o} ({}) has intermediate tensor {t} '{}' of {} bytes; TFLite Micro supports only empty intermediates and refuses this model",
+                            op.kind(),
+                            crate::display_name(&tensor.name),
+                            tensor.bytes
+                        ),
+                    });
+                }
+            }
+        }
+    }
     let lifetimes = lifetimes(model, &requests, file)?;
     let mut subgraph_offsets = Vec::with_capacity(model.subgraphs.len());
     let mut tensor_count = 0usize;
