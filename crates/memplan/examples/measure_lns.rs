@@ -45,6 +45,7 @@ fn main() {
             rounds,
             target: max_live,
             stop: None,
+            cancel: None,
         };
         let improved = improve(&problem, &start, &limits, seed);
         let elapsed = started.elapsed();

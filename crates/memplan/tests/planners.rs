@@ -615,6 +615,7 @@ fn checked_lns(problem: &Problem, start: &Plan, rounds: u64, seed: u64) -> u64 {
         rounds,
         target: bound::max_live(problem).unwrap(),
         stop: None,
+        cancel: None,
     };
     let improved = improve(problem, start, &limits, seed);
     let report = check_naive(problem, &improved.plan);
@@ -655,6 +656,7 @@ fn lns_returns_an_invalid_start_unchanged() {
         rounds: 100,
         target: 0,
         stop: None,
+        cancel: None,
     };
     let improved = improve(&problem, &overlapping, &limits, 0);
     assert_eq!(improved.plan, overlapping);

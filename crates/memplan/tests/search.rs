@@ -632,3 +632,34 @@ fn dive_lowers_the_arena_under_a_node_limit() {
     );
     assert!(with.arena < without.arena);
 }
+
+/// A run cancelled through `run_cancellable` ends with the best plan found so far, valid,
+/// and says it was interrupted; a flag that stays false changes nothing.
+#[test]
+fn cancelled_search_returns_its_best_plan() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(problem) = challenging("J") else {
+        return;
+    };
+    let options = Search {
+        time_limit: Duration::from_secs(600),
+        threads: 2,
+        ..Search::DEFAULT
+    };
+    let cancel = AtomicBool::new(false);
+    let outcome = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.store(true, Ordering::Relaxed);
+        });
+        options
+            .run_cancellable(&problem, None, Some(&cancel))
+            .unwrap()
+    });
+    // J is not proven optimal in 300 ms: the run can only have ended by the flag, long
+    // before its 600 s limit (a broken flag makes this test run for ten minutes).
+    assert!(!outcome.proven_optimal);
+    assert_eq!(outcome.stop, Stop::Interrupted);
+    assert!(check_naive(&problem, &outcome.plan).is_valid());
+    assert!(outcome.arena <= outcome.start_arena);
+}

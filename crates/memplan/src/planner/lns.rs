@@ -58,6 +58,8 @@ pub struct Limits<'a> {
     pub target: u64,
     /// Stop when this becomes true (another thread reached the target).
     pub stop: Option<&'a AtomicBool>,
+    /// Stop when this becomes true (the caller cancelled the run, e.g. on Ctrl-C).
+    pub cancel: Option<&'a AtomicBool>,
 }
 
 /// The result of [`improve`].
@@ -124,6 +126,7 @@ pub fn improve(problem: &Problem, plan: &Plan, limits: &Limits, seed: u64) -> Im
         && lns.arena > limits.target
         && Instant::now() < limits.deadline
         && !limits.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+        && !limits.cancel.is_some_and(|s| s.load(Ordering::Relaxed))
     {
         rounds += 1;
         let before = lns.arena;

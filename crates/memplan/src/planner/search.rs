@@ -269,6 +269,8 @@ pub enum Stop {
     TimeLimit,
     /// The node limit ran out.
     NodeLimit,
+    /// The caller cancelled the run ([`Search::run_cancellable`]).
+    Interrupted,
 }
 
 impl Stop {
@@ -279,6 +281,7 @@ impl Stop {
             Stop::Exhausted => "exhausted",
             Stop::TimeLimit => "time-limit",
             Stop::NodeLimit => "node-limit",
+            Stop::Interrupted => "interrupted",
         }
     }
 }
@@ -347,6 +350,18 @@ impl Search {
         problem: &Problem,
         progress: Option<OnProgress>,
     ) -> Result<Outcome, PlanError> {
+        self.run_cancellable(problem, progress, None)
+    }
+
+    /// [`Search::run`] that also ends, with the best plan found so far, soon after
+    /// `cancel` becomes true (the Python binding sets it on Ctrl-C). The greedy start
+    /// (`best-of`) always completes; the outcome's stop is [`Stop::Interrupted`].
+    pub fn run_cancellable(
+        &self,
+        problem: &Problem,
+        progress: Option<OnProgress>,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Outcome, PlanError> {
         let started = Instant::now();
         let unfixed = problem
             .buffers()
@@ -394,6 +409,7 @@ impl Search {
             deadline,
             node_limit: self.node_limit.unwrap_or(u64::MAX),
             progress,
+            cancel,
             last_report: Mutex::new(started),
             kept: Mutex::new(Vec::new()),
         };
@@ -432,9 +448,12 @@ impl Search {
         }
         let arena = plan.arena_bytes.unwrap_or(start_arena);
         let proven_optimal = arena <= lower;
+        let cancelled = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
         let stop = if proven_optimal {
             let recorded = *shared.stop.lock().unwrap_or_else(|e| e.into_inner());
             recorded.unwrap_or(Stop::LowerBound)
+        } else if cancelled {
+            Stop::Interrupted
         } else if shared.nodes.load(Ordering::Relaxed) >= shared.node_limit {
             Stop::NodeLimit
         } else {
@@ -494,6 +513,8 @@ struct Shared<'a> {
     deadline: Instant,
     node_limit: u64,
     progress: Option<OnProgress<'a>>,
+    /// Set by the caller to end the run early.
+    cancel: Option<&'a AtomicBool>,
     last_report: Mutex<Instant>,
     /// The best plans for the parts of the root split found by any thread (`reuse`).
     kept: Mutex<Vec<Option<Reuse>>>,
@@ -533,7 +554,10 @@ impl Shared<'_> {
     /// Adds nodes; true when the search must stop (done, time or node limit).
     fn poll(&self, nodes: u64) -> bool {
         let total = self.nodes.fetch_add(nodes, Ordering::Relaxed) + nodes;
-        if total >= self.node_limit || Instant::now() >= self.deadline {
+        if total >= self.node_limit
+            || Instant::now() >= self.deadline
+            || self.cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        {
             self.done.store(true, Ordering::Relaxed);
         }
         self.report(false);
@@ -1590,6 +1614,7 @@ fn lns_from_incumbent(problem: &Problem, shared: &Shared, rounds: u64, seed: u64
         rounds: rounds.min(left),
         target: shared.lower.load(Ordering::Relaxed),
         stop: Some(&shared.done),
+        cancel: shared.cancel,
     };
     let improved = improve(problem, &plan, &limits, seed);
     shared.offer(improved.arena, || improved.plan.offsets);
@@ -1617,6 +1642,7 @@ fn large_neighbourhood(
         rounds: shared.node_limit.div_ceil(threads as u64),
         target: shared.lower.load(Ordering::Relaxed),
         stop: Some(&reached),
+        cancel: shared.cancel,
     };
     let results: Mutex<Vec<Option<Improved>>> = Mutex::new(vec![None; threads]);
     run_threads(threads, |i| {
