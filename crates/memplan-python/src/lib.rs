@@ -1,0 +1,684 @@
+//! `memplan._memplan`: the native module of the `memplan` Python package.
+//!
+//! A thin binding: every function parses its Python arguments, calls the `memplan`
+//! libraries, and converts the result; no planning logic lives here. Errors become
+//! exceptions carrying the library's message ([`MemplanError`] and its subclasses). The
+//! GIL is released while planning and checking; a `search` waits in short slices so that
+//! Ctrl-C interrupts it and returns the best plan found so far.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use memplan::io::{csv, json};
+use memplan::planner::search::Search;
+use memplan::planner::{self, Planner, Strip};
+use memplan::{bound, checker, Buffer as CoreBuffer, Plan, Problem as CoreProblem};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _memplan,
+    MemplanError,
+    PyException,
+    "Base class of every error memplan raises."
+);
+create_exception!(
+    _memplan,
+    InputError,
+    MemplanError,
+    "A problem, plan or model that memplan cannot accept: the message names the file, line, buffer or node and what was wrong."
+);
+create_exception!(
+    _memplan,
+    PlanningError,
+    MemplanError,
+    "A planner could not produce a plan (for example, fixed offsets that clash)."
+);
+
+fn input_error(e: impl std::fmt::Display) -> PyErr {
+    InputError::new_err(e.to_string())
+}
+
+/// One buffer: a name, a size in bytes, a half-open lifetime `[start, end)` in steps, an
+/// alignment, and optionally a fixed offset every plan must keep.
+#[pyclass(module = "memplan", frozen, get_all)]
+#[derive(Clone)]
+pub struct Buffer {
+    pub name: String,
+    pub size: u64,
+    pub start: u64,
+    pub end: u64,
+    pub alignment: u64,
+    pub offset: Option<u64>,
+}
+
+#[pymethods]
+impl Buffer {
+    #[new]
+    #[pyo3(signature = (name, size, start, end, alignment = 1, offset = None))]
+    fn new(
+        name: String,
+        size: u64,
+        start: u64,
+        end: u64,
+        alignment: u64,
+        offset: Option<u64>,
+    ) -> Buffer {
+        Buffer {
+            name,
+            size,
+            start,
+            end,
+            alignment,
+            offset,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let mut text = format!(
+            "Buffer({:?}, size={}, start={}, end={}",
+            self.name, self.size, self.start, self.end
+        );
+        if self.alignment != 1 {
+            text.push_str(&format!(", alignment={}", self.alignment));
+        }
+        if let Some(offset) = self.offset {
+            text.push_str(&format!(", offset={offset}"));
+        }
+        text + ")"
+    }
+}
+
+impl Buffer {
+    fn from_core(b: &CoreBuffer) -> Buffer {
+        Buffer {
+            name: b.name.clone(),
+            size: b.size,
+            start: b.lifetime.start,
+            end: b.lifetime.end,
+            alignment: b.alignment,
+            offset: b.fixed_offset,
+        }
+    }
+
+    fn to_core(&self) -> CoreBuffer {
+        let mut b = CoreBuffer::new(self.name.clone(), self.size, self.start, self.end);
+        b.alignment = self.alignment;
+        b.fixed_offset = self.offset;
+        b
+    }
+}
+
+/// A planning problem: buffers with sizes and lifetimes. Validated when built: names
+/// unique, `start < end`, alignments at least 1, fixed offsets aligned.
+#[pyclass(module = "memplan", frozen)]
+pub struct Problem {
+    pub inner: CoreProblem,
+}
+
+#[pymethods]
+impl Problem {
+    /// `Problem(buffers)`: from `Buffer` objects.
+    #[new]
+    fn new(buffers: Vec<Buffer>) -> PyResult<Problem> {
+        CoreProblem::from_buffers(buffers.iter().map(Buffer::to_core).collect())
+            .map(|inner| Problem { inner })
+            .map_err(input_error)
+    }
+
+    /// From parallel lists: `sizes[i]`, `starts[i]`, `ends[i]` (half-open), and optional
+    /// `names` (default `"0"`, `"1"`, …), `alignments` and fixed `offsets` (`None` entries
+    /// for free buffers).
+    #[staticmethod]
+    #[pyo3(signature = (sizes, starts, ends, names = None, alignments = None, offsets = None))]
+    fn from_lists(
+        sizes: Vec<u64>,
+        starts: Vec<u64>,
+        ends: Vec<u64>,
+        names: Option<Vec<String>>,
+        alignments: Option<Vec<u64>>,
+        offsets: Option<Vec<Option<u64>>>,
+    ) -> PyResult<Problem> {
+        let n = sizes.len();
+        let lengths = [
+            ("starts", Some(starts.len())),
+            ("ends", Some(ends.len())),
+            ("names", names.as_ref().map(Vec::len)),
+            ("alignments", alignments.as_ref().map(Vec::len)),
+            ("offsets", offsets.as_ref().map(Vec::len)),
+        ];
+        for (what, len) in lengths {
+            if let Some(len) = len.filter(|&len| len != n) {
+                return Err(InputError::new_err(format!(
+                    "{what} has {len} entries but sizes has {n}; every list needs one entry per buffer"
+                )));
+            }
+        }
+        let buffers = (0..n)
+            .map(|i| {
+                let mut b = CoreBuffer::new(
+                    names
+                        .as_ref()
+                        .map_or_else(|| i.to_string(), |v| v[i].clone()),
+                    sizes[i],
+                    starts[i],
+                    ends[i],
+                );
+                if let Some(a) = &alignments {
+                    b.alignment = a[i];
+                }
+                if let Some(o) = &offsets {
+                    b.fixed_offset = o[i];
+                }
+                b
+            })
+            .collect();
+        CoreProblem::from_buffers(buffers)
+            .map(|inner| Problem { inner })
+            .map_err(input_error)
+    }
+
+    /// Reads a minimalloc CSV (`id,lower,upper,size[,alignment,offset,…]`) from text;
+    /// `source` names it in errors.
+    #[staticmethod]
+    #[pyo3(signature = (text, source = "<string>"))]
+    fn from_csv(text: &str, source: &str) -> PyResult<Problem> {
+        csv::read_problem(text, source)
+            .map(|inner| Problem { inner })
+            .map_err(input_error)
+    }
+
+    /// The problem as a minimalloc CSV.
+    fn to_csv(&self) -> String {
+        csv::write_problem(&self.inner)
+    }
+
+    /// The buffers, in id order.
+    #[getter]
+    fn buffers(&self) -> Vec<Buffer> {
+        self.inner.buffers().iter().map(Buffer::from_core).collect()
+    }
+
+    /// The buffer names, in id order.
+    #[getter]
+    fn names(&self) -> Vec<String> {
+        self.inner
+            .buffers()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect()
+    }
+
+    /// The max-live lower bound: the most bytes live at one step. No plan is smaller.
+    fn lower_bound(&self) -> PyResult<u64> {
+        bound::max_live(&self.inner)
+            .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))
+    }
+
+    /// The same problem with every offset required to be a multiple of `alignment`.
+    fn with_alignment(&self, alignment: u64) -> PyResult<Problem> {
+        self.inner
+            .with_alignment(alignment)
+            .map(|inner| Problem { inner })
+            .map_err(input_error)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<memplan.Problem with {} buffers>", self.inner.len())
+    }
+}
+
+/// A plan: one offset per buffer of its problem, the arena, and how it was found.
+#[pyclass(module = "memplan", frozen, get_all)]
+pub struct PlanResult {
+    /// Offsets in buffer id order.
+    pub offsets: Vec<u64>,
+    /// Bytes: the largest `offset + size`.
+    pub arena: u64,
+    /// The max-live lower bound of the problem.
+    pub lower_bound: u64,
+    /// The planner that ran.
+    pub planner: String,
+    /// For `best-of`, the candidate kept.
+    pub chosen: Option<String>,
+    /// For `search`: whether no smaller arena exists; `None` for other planners.
+    pub proven_optimal: Option<bool>,
+    /// For `search`: why it stopped (`lower-bound`, `exhausted`, `time-limit`,
+    /// `node-limit`, `interrupted`).
+    pub stop: Option<String>,
+    /// Seconds spent planning.
+    pub seconds: f64,
+    /// The buffer names, in id order (for `offset_of` and dict conversion).
+    pub names: Vec<String>,
+}
+
+#[pymethods]
+impl PlanResult {
+    /// `arena / lower_bound` (1.0 is optimal).
+    #[getter]
+    fn ratio(&self) -> f64 {
+        self.arena as f64 / self.lower_bound.max(1) as f64
+    }
+
+    /// The offset of the buffer named `name`.
+    fn offset_of(&self, name: &str) -> PyResult<u64> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| self.offsets[i])
+            .ok_or_else(|| InputError::new_err(format!("the plan has no buffer named {name:?}")))
+    }
+
+    /// `{name: offset}` for every buffer.
+    fn as_dict(&self) -> BTreeMap<String, u64> {
+        self.names
+            .iter()
+            .cloned()
+            .zip(self.offsets.iter().copied())
+            .collect()
+    }
+
+    /// The plan JSON memplan's CLI writes (`memplan plan -f json`) and `memplan check`
+    /// reads.
+    fn to_json(&self, problem: &Problem) -> PyResult<String> {
+        let plan = core_plan(&problem.inner, &self.offsets)?;
+        let mut extra = serde_json::Map::new();
+        if let Some(p) = self.proven_optimal {
+            extra.insert("proven_optimal".into(), serde_json::json!(p));
+        }
+        if let Some(c) = &self.chosen {
+            extra.insert("chosen_planner".into(), serde_json::json!(c));
+        }
+        let summary = json::PlanSummary {
+            planner: self.planner.clone(),
+            lower_bound_bytes: self.lower_bound,
+            alignment: 1,
+            extra,
+        };
+        Ok(json::write_plan_json(&problem.inner, &plan, &summary))
+    }
+
+    /// The solution CSV (the problem's CSV with an `offset` column).
+    fn to_csv(&self, problem: &Problem) -> PyResult<String> {
+        let plan = core_plan(&problem.inner, &self.offsets)?;
+        Ok(csv::write_solution(&problem.inner, &plan))
+    }
+
+    fn __len__(&self) -> usize {
+        self.offsets.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<memplan.PlanResult planner={:?} arena={} lower_bound={} ratio={:.3}>",
+            self.planner,
+            self.arena,
+            self.lower_bound,
+            self.ratio()
+        )
+    }
+}
+
+fn core_plan(problem: &CoreProblem, offsets: &[u64]) -> PyResult<Plan> {
+    if offsets.len() != problem.len() {
+        return Err(InputError::new_err(format!(
+            "the plan has {} offsets but the problem has {} buffers",
+            offsets.len(),
+            problem.len()
+        )));
+    }
+    Plan::new(problem, offsets.to_vec())
+        .ok_or_else(|| InputError::new_err("an offset plus its buffer's size exceeds 2^64"))
+}
+
+/// One way a plan breaks its problem.
+#[pyclass(module = "memplan", frozen, get_all)]
+pub struct Violation {
+    /// `overlap`, `conflict`, `misaligned`, `fixed-offset-moved`, `overflow`,
+    /// `wrong-length`, `arena-mismatch`, …
+    pub kind: String,
+    /// The checker's sentence.
+    pub message: String,
+    /// The names of the buffers involved.
+    pub buffers: Vec<String>,
+}
+
+#[pymethods]
+impl Violation {
+    fn __repr__(&self) -> String {
+        format!("<memplan.Violation {}: {}>", self.kind, self.message)
+    }
+
+    fn __str__(&self) -> String {
+        self.message.clone()
+    }
+}
+
+fn violation(v: &checker::Violation) -> Violation {
+    use checker::Violation as V;
+    let (kind, buffers) = match v {
+        V::WrongLength { .. } => ("wrong-length", vec![]),
+        V::WrongExtentsLength { .. } => ("wrong-length", vec![]),
+        V::AddressOverflow { name, .. } => ("overflow", vec![name.clone()]),
+        V::Misaligned { name, .. } => ("misaligned", vec![name.clone()]),
+        V::FixedOffsetMoved { name, .. } => ("fixed-offset-moved", vec![name.clone()]),
+        V::ExtentsSum { name, .. }
+        | V::FirstExtentNotAtOffset { name, .. }
+        | V::ExtentsOverlap { name, .. } => ("extents", vec![name.clone()]),
+        V::Overlap { a_name, b_name, .. } => ("overlap", vec![a_name.clone(), b_name.clone()]),
+        V::ConflictShared { a_name, b_name, .. } => {
+            ("conflict", vec![a_name.clone(), b_name.clone()])
+        }
+        V::ArenaMismatch { .. } => ("arena-mismatch", vec![]),
+    };
+    Violation {
+        kind: kind.to_string(),
+        message: v.to_string(),
+        buffers,
+    }
+}
+
+/// Runs `work` with the GIL released, waking every 50 ms to let Python handle signals;
+/// on KeyboardInterrupt (or any signal handler's exception) it sets `cancel` and waits
+/// for `work` to return, then re-raises.
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    cancel: &AtomicBool,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    let mut pending: Option<PyErr> = None;
+    let result = std::thread::scope(|scope| {
+        let handle = scope.spawn(work);
+        while !handle.is_finished() {
+            py.detach(|| std::thread::sleep(Duration::from_millis(50)));
+            if pending.is_none() {
+                if let Err(e) = py.check_signals() {
+                    cancel.store(true, Ordering::Relaxed);
+                    pending = Some(e);
+                }
+            }
+        }
+        py.detach(|| handle.join())
+    });
+    let value = result.map_err(|_| {
+        MemplanError::new_err("internal error: the planner panicked; please report this bug")
+    })?;
+    match pending {
+        Some(e) => Err(e),
+        None => Ok(value),
+    }
+}
+
+/// Plans `problem` with `planner` (`best-of`, `search`, `strip`, any name of
+/// `memplan.planners()`). `time_limit` (seconds), `seed` and `threads` are `search`'s;
+/// `metric` and `max_iters` are `strip`'s; `alignment` raises every buffer's alignment.
+/// Every plan is checked before it is returned.
+#[pyfunction]
+#[pyo3(signature = (problem, planner = "best-of", *, time_limit = None, alignment = 1, seed = 0, threads = 0, metric = None, max_iters = None, return_on_interrupt = true))]
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    py: Python<'_>,
+    problem: &Problem,
+    planner: &str,
+    time_limit: Option<f64>,
+    alignment: u64,
+    seed: u64,
+    threads: usize,
+    metric: Option<&str>,
+    max_iters: Option<u32>,
+    return_on_interrupt: bool,
+) -> PyResult<PlanResult> {
+    let base = planner::by_name(planner).map_err(input_error)?;
+    let is_search = base.name() == Search::DEFAULT.name();
+    let is_strip = base.name() == Strip::DEFAULT.name();
+    if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
+        return Err(InputError::new_err(format!(
+            "time_limit, seed and threads apply to planner='search', not to '{planner}'"
+        )));
+    }
+    if !is_strip && (metric.is_some() || max_iters.is_some()) {
+        return Err(InputError::new_err(format!(
+            "metric and max_iters apply to planner='strip', not to '{planner}'"
+        )));
+    }
+    if alignment == 0 {
+        return Err(InputError::new_err("alignment must be at least 1"));
+    }
+    let aligned = if alignment > 1 {
+        Some(
+            problem
+                .inner
+                .with_alignment(alignment)
+                .map_err(input_error)?,
+        )
+    } else {
+        None
+    };
+    let core = aligned.as_ref().unwrap_or(&problem.inner);
+    let lower_bound = bound::max_live(core)
+        .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))?;
+    let strip = Strip {
+        metric: match metric {
+            Some(m) => m.parse::<planner::Metric>().map_err(input_error)?,
+            None => Strip::DEFAULT.metric,
+        },
+        max_iters: max_iters.unwrap_or(Strip::DEFAULT.max_iters),
+    };
+    let cancel = AtomicBool::new(false);
+    let started = Instant::now();
+    type Run = Result<(Plan, Option<String>, Option<(bool, String)>), planner::PlanError>;
+    let run = || -> Run {
+        if is_search {
+            let mut options = Search {
+                seed,
+                threads,
+                ..Search::DEFAULT
+            };
+            if let Some(t) = time_limit {
+                options.time_limit = Duration::from_secs_f64(t.max(0.0));
+            }
+            let outcome = options.run_cancellable(core, None, Some(&cancel))?;
+            Ok((
+                outcome.plan,
+                None,
+                Some((outcome.proven_optimal, outcome.stop.as_str().to_string())),
+            ))
+        } else if is_strip {
+            Ok((strip.plan(core)?, None, None))
+        } else if base.name() == planner::BestOf.name() {
+            let (plan, chosen) = planner::BestOf.plan_with_winner(core)?;
+            Ok((plan, Some(chosen.to_string()), None))
+        } else {
+            Ok((base.plan(core)?, None, None))
+        }
+    };
+    let outcome = if is_search && return_on_interrupt {
+        // Ctrl-C ends the search; its best plan is returned, `stop == "interrupted"`.
+        let mut value = None;
+        let result = run_interruptible(py, &cancel, || {
+            value = Some(run());
+        });
+        if let Err(e) = result {
+            if !cancel.load(Ordering::Relaxed) {
+                return Err(e);
+            }
+        }
+        value.ok_or_else(|| MemplanError::new_err("internal error: the search returned nothing"))?
+    } else {
+        py.detach(run)
+    };
+    let (plan, chosen, search) = outcome.map_err(|e| PlanningError::new_err(e.to_string()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let report = py.detach(|| checker::check(core, &plan));
+    if let Some(v) = report.violations.first() {
+        return Err(MemplanError::new_err(format!(
+            "internal error: planner '{planner}' produced an invalid plan ({} violations, the first: {v}); please report this bug",
+            report.violations.len()
+        )));
+    }
+    Ok(PlanResult {
+        arena: plan.arena_bytes.unwrap_or(0),
+        offsets: plan.offsets,
+        lower_bound,
+        planner: base.name().to_string(),
+        chosen,
+        proven_optimal: search.as_ref().map(|s| s.0),
+        stop: search.map(|s| s.1),
+        seconds,
+        names: core.buffers().iter().map(|b| b.name.clone()).collect(),
+    })
+}
+
+/// Every violation of a plan (a `PlanResult`, or offsets in buffer id order): buffers
+/// live at one step that share bytes, conflict pairs sharing bytes, misaligned offsets,
+/// moved fixed offsets. An empty list means the plan is valid.
+#[pyfunction]
+fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> PyResult<Vec<Violation>> {
+    let offsets: Vec<u64> = match plan.cast::<PlanResult>() {
+        Ok(result) => result.get().offsets.clone(),
+        Err(_) => plan.extract().map_err(|_| {
+            InputError::new_err(
+                "check(problem, plan): plan must be a PlanResult or a list of offsets",
+            )
+        })?,
+    };
+    let core = &problem.inner;
+    if offsets.len() != core.len() {
+        return Ok(vec![Violation {
+            kind: "wrong-length".into(),
+            message: format!(
+                "the plan has {} offsets but the problem has {} buffers",
+                offsets.len(),
+                core.len()
+            ),
+            buffers: vec![],
+        }]);
+    }
+    let Some(plan) = Plan::new(core, offsets) else {
+        return Ok(vec![Violation {
+            kind: "overflow".into(),
+            message: "an offset plus its buffer's size exceeds 2^64".into(),
+            buffers: vec![],
+        }]);
+    };
+    let report = py.detach(|| checker::check(core, &plan));
+    Ok(report.violations.iter().map(violation).collect())
+}
+
+/// `(name, description)` of every planner.
+#[pyfunction]
+fn planners() -> Vec<(String, String)> {
+    planner::all()
+        .iter()
+        .map(|p| (p.name().to_string(), p.description().to_string()))
+        .collect()
+}
+
+/// Reads a plan (plan JSON, or a solution CSV with an `offset` column) for `problem`.
+#[pyfunction]
+#[pyo3(signature = (text, problem, source = "<string>"))]
+fn read_plan(text: &str, problem: &Problem, source: &str) -> PyResult<PlanResult> {
+    let core = &problem.inner;
+    let (plan, planner) = if text.trim_start().starts_with('{') {
+        let summary = json::read_plan_summary(text, source).map_err(input_error)?;
+        (
+            json::read_plan_json(text, source, core).map_err(input_error)?,
+            summary.planner,
+        )
+    } else {
+        (
+            csv::read_solution(text, source, core).map_err(input_error)?,
+            "unknown".to_string(),
+        )
+    };
+    Ok(PlanResult {
+        arena: plan.recomputed_arena(core).unwrap_or(0),
+        offsets: plan.offsets,
+        lower_bound: bound::max_live(core).unwrap_or(0),
+        planner,
+        chosen: None,
+        proven_optimal: None,
+        stop: None,
+        seconds: 0.0,
+        names: core.buffers().iter().map(|b| b.name.clone()).collect(),
+    })
+}
+
+/// Imports an ONNX model and returns its tensors as a problem (lifetimes by memplan's
+/// graph analysis: views share their input's buffer unless `alias=False`, elementwise
+/// operators write over a dying input unless `inplace=False`). `input_shapes` gives
+/// whole shapes by graph-input name, `dims` values of named dims.
+#[pyfunction]
+#[pyo3(signature = (path, input_shapes = None, dims = None, alias = true, inplace = true))]
+fn load_onnx(
+    py: Python<'_>,
+    path: PathBuf,
+    input_shapes: Option<BTreeMap<String, Vec<u64>>>,
+    dims: Option<BTreeMap<String, u64>>,
+    alias: bool,
+    inplace: bool,
+) -> PyResult<Problem> {
+    let options = memplan_onnx::ImportOptions {
+        input_shapes: input_shapes.unwrap_or_default(),
+        dims: dims.unwrap_or_default(),
+    };
+    py.detach(|| {
+        let graph = memplan_onnx::import_file(&path, &options).map_err(|e| e.to_string())?;
+        let analysis = memplan_graph::analyse(
+            &graph,
+            memplan_graph::Order::File,
+            memplan_graph::Options { alias, inplace },
+        )
+        .map_err(|e| format!("'{}': {e}", path.display()))?;
+        Ok::<_, String>(analysis.problem)
+    })
+    .map(|inner| Problem { inner })
+    .map_err(InputError::new_err)
+}
+
+/// Imports a `.tflite` model's arena as TFLite Micro plans it (16-byte sizes, TFLM's
+/// lifetimes, kernel scratch buffers; RESHAPE and in-place sharing unless turned off).
+#[pyfunction]
+#[pyo3(signature = (path, alias = true, inplace = true))]
+fn load_tflite(py: Python<'_>, path: PathBuf, alias: bool, inplace: bool) -> PyResult<Problem> {
+    py.detach(|| {
+        let model = memplan_tflite::read_file(&path)?;
+        let options = memplan_tflite::ArenaOptions {
+            sharing: memplan_tflite::Sharing {
+                reshape: alias,
+                inplace,
+            },
+            ..memplan_tflite::ArenaOptions::default()
+        };
+        memplan_tflite::arena(&model, options, &path.display().to_string())
+    })
+    .map(|arena| Problem {
+        inner: arena.problem,
+    })
+    .map_err(input_error)
+}
+
+#[pymodule]
+fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("MemplanError", m.py().get_type::<MemplanError>())?;
+    m.add("InputError", m.py().get_type::<InputError>())?;
+    m.add("PlanningError", m.py().get_type::<PlanningError>())?;
+    m.add_class::<Buffer>()?;
+    m.add_class::<Problem>()?;
+    m.add_class::<PlanResult>()?;
+    m.add_class::<Violation>()?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(planners, m)?)?;
+    m.add_function(wrap_pyfunction!(read_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(load_onnx, m)?)?;
+    m.add_function(wrap_pyfunction!(load_tflite, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,115 @@
+"""memplan: static memory planning for neural-network tensors.
+
+Give memplan buffers with sizes and lifetimes (a :class:`Problem`), and
+:func:`plan` gives every buffer an offset in one arena so that buffers live at the
+same time never share bytes, with the arena as small as it can make it. Every plan is
+checked by an independent checker (:func:`check`), and reported against a lower bound.
+
+>>> import memplan
+>>> problem = memplan.Problem([
+...     memplan.Buffer("a", 1024, 0, 2),
+...     memplan.Buffer("b", 512, 1, 3),
+...     memplan.Buffer("c", 1024, 2, 4),
+... ])
+>>> result = memplan.plan(problem)
+>>> result.arena, result.lower_bound
+(1536, 1536)
+>>> memplan.check(problem, result)
+[]
+
+ExecuTorch users switch memplan on with one line; see :mod:`memplan.executorch`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ._memplan import (
+    Buffer,
+    InputError,
+    MemplanError,
+    PlanningError,
+    PlanResult,
+    Problem,
+    Violation,
+    check,
+    load_onnx,
+    load_tflite,
+    plan,
+    planners,
+    read_plan,
+)
+
+__all__ = [
+    "Buffer",
+    "InputError",
+    "MemplanError",
+    "PlanningError",
+    "PlanResult",
+    "Problem",
+    "Violation",
+    "check",
+    "from_table",
+    "load_onnx",
+    "load_tflite",
+    "plan",
+    "planners",
+    "read_csv",
+    "read_plan",
+]
+
+__version__ = "0.1.0"
+
+# Column names accepted by from_table, first match wins.
+_COLUMNS = {
+    "size": ("size", "bytes"),
+    "start": ("start", "lower", "first"),
+    "end": ("end", "upper"),
+    "name": ("name", "id"),
+    "alignment": ("alignment",),
+    "offset": ("offset", "fixed_offset"),
+}
+
+
+def _column(table: Any, key: str, required: bool) -> Optional[list]:
+    for candidate in _COLUMNS[key]:
+        try:
+            values = table[candidate]
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        tolist = getattr(values, "tolist", None)
+        return list(tolist() if callable(tolist) else values)
+    if required:
+        raise InputError(
+            f"the table has no {key!r} column (accepted names: {', '.join(_COLUMNS[key])})"
+        )
+    return None
+
+
+def from_table(table: Any) -> Problem:
+    """A problem from a table: a pandas/polars DataFrame, a dict of columns, or any object
+    whose ``table[column]`` gives a sequence. Columns: ``size``; ``start`` (or
+    ``lower``); ``end`` (or ``upper``, exclusive); optional ``name`` (or ``id``),
+    ``alignment`` and ``offset`` (a fixed offset; NaN/None for free buffers)."""
+    sizes = _column(table, "size", True)
+    starts = _column(table, "start", True)
+    ends = _column(table, "end", True)
+    names = _column(table, "name", False)
+    alignments = _column(table, "alignment", False)
+    offsets = _column(table, "offset", False)
+    if offsets is not None:
+        offsets = [None if o is None or o != o else int(o) for o in offsets]
+    return Problem.from_lists(
+        [int(s) for s in sizes],
+        [int(s) for s in starts],
+        [int(e) for e in ends],
+        names=None if names is None else [str(n) for n in names],
+        alignments=None if alignments is None else [int(a) for a in alignments],
+        offsets=offsets,
+    )
+
+
+def read_csv(path: str) -> Problem:
+    """Reads a minimalloc CSV file (``id,lower,upper,size[,alignment,offset,…]``)."""
+    with open(path, encoding="utf-8") as f:
+        return Problem.from_csv(f.read(), str(path))

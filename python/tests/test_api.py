@@ -1,0 +1,216 @@
+"""The `memplan` Python package: problems, planners, the checker, readers, errors, the
+GIL and Ctrl-C. Runs against the installed package (`pip install .`)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import memplan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def three():
+    return memplan.Problem(
+        [
+            memplan.Buffer("a", 1024, 0, 2),
+            memplan.Buffer("b", 512, 1, 3),
+            memplan.Buffer("c", 1024, 2, 4),
+        ]
+    )
+
+
+def test_plan_check_and_bound():
+    problem = three()
+    assert len(problem) == 3 and problem.names == ["a", "b", "c"]
+    assert problem.lower_bound() == 1536
+    result = memplan.plan(problem)
+    assert result.planner == "best-of" and result.chosen
+    assert (result.arena, result.lower_bound, result.ratio) == (1536, 1536, 1.0)
+    assert memplan.check(problem, result) == []
+    assert result.as_dict()["b"] == result.offset_of("b")
+    with pytest.raises(memplan.InputError, match='no buffer named "z"'):
+        result.offset_of("z")
+
+
+@pytest.mark.parametrize("name", [name for name, _ in memplan.planners()])
+def test_every_planner_gives_a_checked_plan(name):
+    problem = three()
+    result = memplan.plan(problem, name)
+    assert memplan.check(problem, result) == []
+    assert result.arena >= problem.lower_bound()
+
+
+def test_search_reports_optimality_and_options_are_checked():
+    result = memplan.plan(three(), "search", time_limit=1.0, seed=3, threads=1)
+    assert result.proven_optimal is True and result.stop in ("lower-bound", "exhausted")
+    with pytest.raises(memplan.InputError, match="time_limit, seed and threads apply"):
+        memplan.plan(three(), "best-of", time_limit=1.0)
+    with pytest.raises(memplan.InputError, match="unknown planner 'nope'"):
+        memplan.plan(three(), "nope")
+    with pytest.raises(memplan.InputError, match="metric"):
+        memplan.plan(three(), "strip", metric="no-such-metric")
+    assert memplan.plan(three(), "strip", metric="size", max_iters=2).arena == 1536
+
+
+def test_alignment_raises_every_offset():
+    result = memplan.plan(
+        memplan.Problem.from_lists([3, 5, 7], [0, 0, 0], [1, 1, 1]), alignment=64
+    )
+    assert all(o % 64 == 0 for o in result.offsets)
+
+
+def test_check_lists_every_violation():
+    problem = three()
+    violations = memplan.check(problem, [0, 0, 0])
+    kinds = sorted((v.kind, tuple(v.buffers)) for v in violations)
+    assert kinds == [("overlap", ("a", "b")), ("overlap", ("b", "c"))]
+    assert "share" in str(violations[0]) or "overlap" in str(violations[0]).lower()
+    assert memplan.check(problem, [0, 0])[0].kind == "wrong-length"
+    aligned = memplan.Problem([memplan.Buffer("x", 8, 0, 1, alignment=16)])
+    assert memplan.check(aligned, [8])[0].kind == "misaligned"
+
+
+def test_bad_problems_raise_input_error_with_the_reason():
+    with pytest.raises(memplan.InputError, match="starts has 1 entries but sizes has 2"):
+        memplan.Problem.from_lists([1, 2], [0], [1, 2])
+    with pytest.raises(memplan.InputError):
+        memplan.Problem([memplan.Buffer("a", 4, 3, 3)])  # empty lifetime
+    with pytest.raises(memplan.InputError):
+        memplan.Problem([memplan.Buffer("a", 4, 0, 1), memplan.Buffer("a", 4, 0, 1)])
+    with pytest.raises(memplan.InputError, match=r"bad.csv:2: column .size.: .oops. is not a number"):
+        memplan.Problem.from_csv("id,lower,upper,size\nx,0,1,oops\n", "bad.csv")
+    assert issubclass(memplan.InputError, memplan.MemplanError)
+
+
+def test_fixed_offsets_are_kept_and_clashes_are_planning_errors():
+    problem = memplan.Problem(
+        [memplan.Buffer("pinned", 64, 0, 4, offset=128), memplan.Buffer("free", 64, 0, 4)]
+    )
+    result = memplan.plan(problem)
+    assert result.offset_of("pinned") == 128 and memplan.check(problem, result) == []
+    clash = memplan.Problem(
+        [memplan.Buffer("p", 64, 0, 4, offset=0), memplan.Buffer("q", 64, 0, 4, offset=32)]
+    )
+    with pytest.raises(memplan.PlanningError, match="fixed offsets"):
+        memplan.plan(clash)
+
+
+def test_json_and_csv_round_trips():
+    problem = three()
+    again = memplan.Problem.from_csv(problem.to_csv())
+    assert [(b.name, b.size, b.start, b.end) for b in again.buffers] == [
+        (b.name, b.size, b.start, b.end) for b in problem.buffers
+    ]
+    result = memplan.plan(problem, "search", time_limit=1)
+    text = result.to_json(problem)
+    assert json.loads(text)["planner"] == "search"
+    back = memplan.read_plan(text, problem)
+    assert back.offsets == result.offsets and back.planner == "search"
+    csv_back = memplan.read_plan(result.to_csv(problem), problem)
+    assert csv_back.offsets == result.offsets
+
+
+def test_from_table_takes_dicts_and_dataframe_like_objects():
+    table = {"id": ["x", "y"], "lower": [0, 1], "upper": [2, 3], "size": [10, 20],
+             "offset": [None, float("nan")]}
+    problem = memplan.from_table(table)
+    assert problem.names == ["x", "y"] and problem.lower_bound() == 30
+
+    class Column(list):
+        def tolist(self):
+            return list(self)
+
+    class Frame:
+        def __init__(self, columns):
+            self.columns = columns
+
+        def __getitem__(self, key):
+            return Column(self.columns[key])
+
+    frame = Frame({"name": ["p"], "start": [0], "end": [1], "size": [4], "alignment": [8]})
+    assert memplan.from_table(frame).buffers[0].alignment == 8
+    with pytest.raises(memplan.InputError, match="no 'end' column"):
+        memplan.from_table({"size": [1], "start": [0]})
+
+
+def test_models_load():
+    onnx = memplan.load_onnx(ROOT / "crates/memplan-onnx/tests/data/small.onnx")
+    assert len(onnx) > 0 and memplan.check(onnx, memplan.plan(onnx)) == []
+    tflite = memplan.load_tflite(ROOT / "crates/memplan-tflite/tests/data/branchy.tflite")
+    assert memplan.plan(tflite, "search", time_limit=2).arena == 3584
+    with pytest.raises(memplan.InputError, match="not a TFLite model"):
+        memplan.load_tflite(ROOT / "examples/small.csv")
+    with pytest.raises(memplan.InputError, match="missing.onnx"):
+        memplan.load_onnx(ROOT / "missing.onnx")
+
+
+def random_problem(n, seed=1):
+    import random
+
+    rng = random.Random(seed)
+    sizes, starts, ends = [], [], []
+    for _ in range(n):
+        start = rng.randrange(0, n)
+        sizes.append(rng.randrange(1, 1 << 16))
+        starts.append(start)
+        ends.append(start + rng.randrange(1, 200))
+    return memplan.Problem.from_lists(sizes, starts, ends)
+
+
+def test_planning_releases_the_gil():
+    problem = random_problem(3000)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        result = memplan.plan(problem, "search", time_limit=1.5)
+    finally:
+        stop.set()
+        thread.join()
+    assert memplan.check(problem, result) == []
+    # With the GIL held for 1.5 s, the ticker would not run at all meanwhile.
+    assert len(ticks) > 50
+
+
+def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import memplan
+        from test_api import random_problem
+        problem = random_problem(4000)
+        print("ready", flush=True)
+        started = time.monotonic()
+        result = memplan.plan(problem, "search", time_limit=120)
+        print(result.stop, round(time.monotonic() - started, 1),
+              len(memplan.check(problem, result)), flush=True)
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(2.0)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    stop, seconds, violations = out.split()
+    assert stop == "interrupted"
+    assert float(seconds) < 60
+    assert violations == "0"
