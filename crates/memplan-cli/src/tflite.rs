@@ -218,7 +218,12 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
         }
         for (t, tensor) in sg.tensors.iter().enumerate() {
             let buffer = buffer_of.get(&(s, t)).copied();
-            let kind = if model.buffers[tensor.buffer].has_data() {
+            // A model may have no buffers at all (the reader accepts buffer 0 then).
+            let kind = if model
+                .buffers
+                .get(tensor.buffer)
+                .is_some_and(|b| b.has_data())
+            {
                 "constant"
             } else if tensor.is_variable {
                 "variable"

@@ -154,6 +154,11 @@ struct Walk<'a> {
 /// subgraph that runs itself).
 const MAX_SUBGRAPH_DEPTH: usize = 64;
 
+/// The most allocation scopes a model may take. TFLM walks a subgraph once per operator
+/// that runs it, so subgraphs that each run the next one twice take exponentially many
+/// scopes: such a file (a few KB) would keep memplan, and TFLM, busy for days.
+pub const MAX_SCOPES: i64 = 1 << 24;
+
 impl Walk<'_> {
     fn create(s: &mut Scopes, scope: i64) {
         if s.first == -1 {
@@ -179,6 +184,15 @@ impl Walk<'_> {
         }
         for (o, op) in sg.operators.iter().enumerate() {
             self.scope += 1;
+            if self.scope > MAX_SCOPES {
+                return Err(TfliteError::Unsupported {
+                    file: self.file.to_string(),
+                    what: format!(
+                        "running subgraph {index} operator {o} ({}) takes TFLM past {MAX_SCOPES} allocation scopes: its IF/WHILE/CALL_ONCE operators run nested subgraphs exponentially many times",
+                        op.kind()
+                    ),
+                });
+            }
             for &t in &op.outputs {
                 Self::create(&mut self.tensors[index][t], self.scope);
             }

@@ -345,12 +345,15 @@ pub fn read_model(bytes: &[u8], file: &str) -> Result<Model, TfliteError> {
                 .enumerate()
                 .map(|(i, raw)| index(raw, &role("intermediate", i)))
                 .collect::<Result<Vec<_>, _>>()?;
-            let options = operator_options(&op, opcode);
-            for &callee in &options.subgraphs {
-                if callee >= subgraph_count {
-                    return Err(where_sg(format!(
-                        "operator {o} ({kind}) runs subgraph {callee}, but the model has {subgraph_count} subgraphs"
-                    )));
+            let (mut options, callees) = operator_options(&op, opcode);
+            for callee in callees {
+                match usize::try_from(callee) {
+                    Ok(c) if c < subgraph_count => options.subgraphs.push(c),
+                    _ => {
+                        return Err(where_sg(format!(
+                            "operator {o} ({kind}) runs subgraph {callee}, but the model has {subgraph_count} subgraphs"
+                        )))
+                    }
                 }
             }
             operators.push(Operator {
@@ -430,29 +433,25 @@ fn tensor_bytes(shape: &[i32], dtype: TensorType) -> Result<u64, String> {
         .ok_or_else(|| format!("shape {shape:?} has more bytes than fit in 64 bits"))
 }
 
-fn operator_options(op: &fb::Operator<'_>, opcode: BuiltinOperator) -> OperatorOptions {
+/// The options memory planning reads, and the subgraph indices an `IF`, `WHILE` or
+/// `CALL_ONCE` runs as the file gives them (validated by the caller).
+fn operator_options(op: &fb::Operator<'_>, opcode: BuiltinOperator) -> (OperatorOptions, Vec<i32>) {
     let mut options = OperatorOptions::default();
-    let index = |raw: i32| usize::try_from(raw).unwrap_or(usize::MAX);
+    let mut callees = Vec::new();
     match opcode {
         BuiltinOperator::IF => {
             if let Some(o) = op.builtin_options_as_if_options() {
-                options.subgraphs = vec![
-                    index(o.then_subgraph_index()),
-                    index(o.else_subgraph_index()),
-                ];
+                callees = vec![o.then_subgraph_index(), o.else_subgraph_index()];
             }
         }
         BuiltinOperator::WHILE => {
             if let Some(o) = op.builtin_options_as_while_options() {
-                options.subgraphs = vec![
-                    index(o.cond_subgraph_index()),
-                    index(o.body_subgraph_index()),
-                ];
+                callees = vec![o.cond_subgraph_index(), o.body_subgraph_index()];
             }
         }
         BuiltinOperator::CALL_ONCE => {
             if let Some(o) = op.builtin_options_as_call_once_options() {
-                options.subgraphs = vec![index(o.init_subgraph_index())];
+                callees = vec![o.init_subgraph_index()];
             }
         }
         BuiltinOperator::MEAN
@@ -482,5 +481,5 @@ fn operator_options(op: &fb::Operator<'_>, opcode: BuiltinOperator) -> OperatorO
         }
         _ => {}
     }
-    options
+    (options, callees)
 }
