@@ -99,7 +99,8 @@ impl Stop {
 pub struct StripOutcome {
     /// The best plan seen (the smallest arena; ties: the earliest).
     pub plan: Plan,
-    /// The theoretical threshold `T` (max-live; `u64::MAX` when it overflows).
+    /// The theoretical threshold `T` (max-live; `u64::MAX` when it overflows), raised to
+    /// the highest fixed offset of a zero-size buffer when that is higher.
     pub threshold: u64,
     /// The arena of the first placement, in metric order.
     pub first_arena: u64,
@@ -146,9 +147,13 @@ impl Strip {
             return self.run_sized(problem);
         };
         let outcome = self.run_sized(&split.problem)?;
+        // A zero-size buffer fixed above the others raises every arena, and the bound, to
+        // its offset.
+        let floor = zero_size_floor(problem);
         Ok(StripOutcome {
             plan: split.expand(problem, &outcome.plan)?,
-            first_arena: outcome.first_arena.max(zero_size_floor(problem)),
+            threshold: outcome.threshold.max(floor),
+            first_arena: outcome.first_arena.max(floor),
             ..outcome
         })
     }
