@@ -236,11 +236,6 @@ fn bad_input_exits_2_naming_line_and_field() {
             &[":3", "upper", "'x'"],
         ),
         (
-            "zero_size.csv",
-            "id,lower,upper,size\na,0,2,0\n",
-            &[":2", "size"],
-        ),
-        (
             "negative.csv",
             "id,lower,upper,size\na,0,2,-4\n",
             &[":2", "size"],
@@ -322,6 +317,47 @@ fn done_when_minimalloc_a_best_of_json_is_valid() {
     assert_eq!(value["lower_bound_bytes"], 1048576);
     let out = memplan(&["check", file.to_str().unwrap(), plan.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stdout(&out));
+}
+
+/// Zero-size buffers are planned (at offset 0, adding nothing to the arena), written to
+/// the plan JSON and accepted by `check` (issue #13: they used to be a size error).
+#[test]
+fn zero_size_buffers_are_planned_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zero_size.csv");
+    std::fs::write(
+        &file,
+        "id,lower,upper,size,alignment\na,0,2,8,\nz,0,3,0,64\nb,1,3,8,\nw,5,6,0,\n",
+    )
+    .unwrap();
+    for planner in ["naive", "best-of", "strip", "search", "tflm-greedy"] {
+        let plan = dir.path().join(format!("{planner}.json"));
+        let out = memplan(&[
+            "plan",
+            file.to_str().unwrap(),
+            "--planner",
+            planner,
+            "--time-limit",
+            "0.2",
+            "--format",
+            "json",
+            "--output",
+            plan.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{planner}: {}", stderr(&out));
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+        assert_eq!(value["arena_bytes"], 16, "{planner}");
+        assert_eq!(value["lower_bound_bytes"], 16, "{planner}");
+        let buffers = value["buffers"].as_array().unwrap();
+        assert_eq!(buffers.len(), 4);
+        assert_eq!(
+            (&buffers[1]["size"], &buffers[1]["offset"]),
+            (&0.into(), &0.into())
+        );
+        let out = memplan(&["check", file.to_str().unwrap(), plan.to_str().unwrap()]);
+        assert!(out.status.success(), "{planner}: {}", stdout(&out));
+    }
 }
 
 #[test]

@@ -20,8 +20,10 @@
 //! ```
 //!
 //! Weights and constants are reported but get no lifetime and no buffer: they are not in
-//! the activation arena. Arena values of 0 bytes get a lifetime but no buffer (a memplan
-//! buffer has at least one byte).
+//! the activation arena. Arena values of 0 bytes (a shape with a 0 dimension) get a
+//! lifetime but no buffer: they need no memory. (A [`memplan::Problem`] would take them as
+//! zero-size buffers, which occupy nothing; leaving them out keeps the problems, plans and
+//! reports of a graph as they were.)
 //!
 //! # Aliasing (views)
 //!

@@ -17,6 +17,10 @@
 //! size)` in a contiguous plan): the checks expand the plan into pieces that carry their
 //! buffer's id and run on those, so contiguous and fragmented plans share every check.
 //!
+//! A zero-size buffer (or an empty extent) covers no address, so no overlap or conflict
+//! pair ever involves it; its alignment and fixed offset are checked like any other's,
+//! and its offset counts in `max(offset + size)`.
+//!
 //! [`check_naive`] compares every pair (O(n²)) and is the reference; [`check`] sweeps over
 //! time and is the one to use on large inputs. Tests hold them to the same answers.
 
@@ -450,6 +454,10 @@ fn sweep_overlapping_pairs(pieces: &Pieces, segments: &Segments) -> Vec<(u32, u3
             continue;
         }
         let (offset, end) = pieces.ranges[p];
+        if offset == end {
+            // An empty piece (a zero-size buffer) shares no address: never active.
+            continue;
+        }
         // Active pieces starting below `end` (a prefix of the order) and ending above
         // `offset` share addresses with this one.
         let below_end = sorted_offsets.partition_point(|&o| o < end);

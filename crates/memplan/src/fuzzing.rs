@@ -75,6 +75,17 @@ pub fn csv_reader(data: &[u8]) {
                 matches!((arena, lower_bound), (Some(arena), Some(bound)) if arena >= bound),
                 "{name}: arena {arena:?} is below the max-live bound {lower_bound:?}"
             );
+            // Zero-size buffers go to their fixed offset or 0, whatever the planner.
+            for (buffer, &offset) in problem.buffers().iter().zip(&plan.offsets) {
+                if buffer.size == 0 {
+                    assert_eq!(
+                        offset,
+                        buffer.fixed_offset.unwrap_or(0),
+                        "{name} moved the zero-size buffer '{}'",
+                        buffer.name
+                    );
+                }
+            }
         }
         if report.arena_bytes.is_none() {
             continue;
@@ -142,7 +153,8 @@ fn fixed_offsets_clash(problem: &Problem) -> Option<(String, String)> {
         for &(j, b, b_offset) in &fixed[k + 1..] {
             let a_end = a_offset.saturating_add(a.size);
             let b_end = b_offset.saturating_add(b.size);
-            let share_bytes = a_offset < b_end && b_offset < a_end;
+            // Empty ranges (zero-size buffers) share no byte with anything.
+            let share_bytes = a_offset.max(b_offset) < a_end.min(b_end);
             if share_bytes && (a.live_together(b) || conflict(i, j)) {
                 return Some((a.name.clone(), b.name.clone()));
             }

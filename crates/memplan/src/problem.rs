@@ -18,6 +18,9 @@
 //! ```
 //! Two buffers may share addresses only when their lifetimes do not overlap
 //! (`b1` and `b2` above) and they are not an explicit conflict pair.
+//!
+//! A buffer may have size 0 (ExecuTorch passes zero-size tensor specs, e.g. 106 in
+//! ResNet-50): it occupies no byte, so it shares bytes with nothing; see [`Buffer`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -83,7 +86,7 @@ impl fmt::Display for Lifetime {
 /// One buffer (a tensor, an allocation) to be given an offset in the arena.
 ///
 /// Contract, enforced by [`Problem::new`]:
-/// - `size > 0`;
+/// - `size >= 0`: a *zero-size* buffer is allowed (see below);
 /// - `lifetime.start < lifetime.end`;
 /// - `gaps` are sorted, pairwise disjoint, non-empty, and lie strictly inside the
 ///   lifetime in the sense that they never cover all of it; during a gap the buffer
@@ -91,11 +94,25 @@ impl fmt::Display for Lifetime {
 /// - `alignment >= 1`: the offset must be a multiple of it;
 /// - a `fixed_offset`, when present, is a multiple of `alignment` and
 ///   `fixed_offset + size` fits in a `u64`.
+///
+/// # Zero-size buffers
+///
+/// A buffer of size 0 occupies the empty address range `[offset, offset)`: it never
+/// shares a byte with anything, so it never makes an overlap or a conflict-pair violation,
+/// whatever its lifetime, gaps and conflict pairs. Everything else still applies: its
+/// lifetime is non-empty, its offset is a multiple of its alignment and equals its fixed
+/// offset when it has one. The arena stays `max(offset + size)` over all buffers, which
+/// for a zero-size buffer is its offset: every buffer's range, empty or not, lies inside
+/// `[0, arena]` (a pointer to a zero-size buffer is at most one past the arena's end).
+/// Every planner puts a zero-size buffer without a fixed offset at offset 0 (a multiple of
+/// every alignment) and places the other buffers as if the zero-size ones were absent, so
+/// they add nothing to the arena; only a zero-size buffer *fixed* above the others' top
+/// raises it, to its fixed offset. They add nothing to the max-live bound either.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Buffer {
     /// Name from the input (minimalloc `id`, tensor name); unique within a problem.
     pub name: String,
-    /// Bytes occupied while live.
+    /// Bytes occupied while live; 0 for a buffer that occupies nothing.
     pub size: u64,
     /// Steps during which the buffer holds data (minus its `gaps`).
     pub lifetime: Lifetime,
@@ -167,8 +184,6 @@ impl Buffer {
 /// What is wrong with a set of buffers, naming the buffer and what would fix it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProblemError {
-    #[error("buffer '{name}': size is 0; every buffer needs at least one byte")]
-    ZeroSize { name: String },
     #[error("buffer '{name}': lifetime [{start}, {end}) is empty; the end must be greater than the start (the end is exclusive)")]
     EmptyLifetime { name: String, start: u64, end: u64 },
     #[error("buffer '{name}': alignment is 0; use 1 for no alignment")]
@@ -225,7 +240,8 @@ pub enum ProblemError {
 /// Two buffers *must not share bytes* when they are live together
 /// ([`Buffer::live_together`]) or form a conflict pair. A [`crate::Plan`] is valid when
 /// no two such buffers overlap in address, every offset honours its buffer's alignment and
-/// fixed offset; [`crate::checker`] decides this.
+/// fixed offset; [`crate::checker`] decides this. A zero-size buffer overlaps nothing
+/// (see [`Buffer`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Problem {
     buffers: Vec<Buffer>,
@@ -345,13 +361,42 @@ impl Problem {
         }
         Problem::new(buffers, self.conflicts.iter().copied())
     }
+
+    /// True when some buffer has size 0.
+    pub fn has_zero_size(&self) -> bool {
+        self.buffers.iter().any(|b| b.size == 0)
+    }
+
+    /// The problem without its zero-size buffers (the conflict pairs naming them dropped,
+    /// the others renumbered), and for each of its buffers the id it has in `self`
+    /// (increasing). The buffers keep their order; a subset of a valid problem is valid, so
+    /// nothing is checked again.
+    pub fn without_zero_size(&self) -> (Problem, Vec<u32>) {
+        let mut new_id = vec![u32::MAX; self.buffers.len()];
+        let mut kept = Vec::with_capacity(self.buffers.len());
+        let mut buffers = Vec::with_capacity(self.buffers.len());
+        for (i, buffer) in self.buffers.iter().enumerate() {
+            if buffer.size > 0 {
+                new_id[i] = kept.len() as u32;
+                kept.push(i as u32);
+                buffers.push(buffer.clone());
+            }
+        }
+        // The renumbering keeps the order, so the pairs stay normalised, sorted, unique.
+        let conflicts = self
+            .conflicts
+            .iter()
+            .filter_map(|&(a, b)| {
+                let (a, b) = (new_id[a.index()], new_id[b.index()]);
+                (a != u32::MAX && b != u32::MAX).then_some((BufferId(a), BufferId(b)))
+            })
+            .collect();
+        (Problem { buffers, conflicts }, kept)
+    }
 }
 
 fn validate_buffer(buffer: &Buffer) -> Result<(), ProblemError> {
     let name = || buffer.name.clone();
-    if buffer.size == 0 {
-        return Err(ProblemError::ZeroSize { name: name() });
-    }
     let lifetime = buffer.lifetime;
     if lifetime.is_empty() {
         return Err(ProblemError::EmptyLifetime {
@@ -451,7 +496,9 @@ mod tests {
 
     #[test]
     fn invalid_buffers_are_rejected_by_name() {
-        let err = Problem::from_buffers(vec![Buffer::new("a", 0, 0, 1)]).unwrap_err();
+        let mut unaligned = Buffer::new("a", 4, 0, 1);
+        unaligned.alignment = 0;
+        let err = Problem::from_buffers(vec![unaligned]).unwrap_err();
         assert!(err.to_string().contains("'a'"), "{err}");
         let err = Problem::from_buffers(vec![Buffer::new("b", 1, 4, 4)]).unwrap_err();
         assert!(matches!(err, ProblemError::EmptyLifetime { .. }));
@@ -471,6 +518,55 @@ mod tests {
             Problem::from_buffers(vec![fixed]).unwrap_err(),
             ProblemError::MisalignedFixedOffset { .. }
         ));
+    }
+
+    #[test]
+    fn zero_size_buffers_are_accepted_with_the_rest_of_the_contract() {
+        let mut pinned = Buffer::new("pinned", 0, 0, 4);
+        pinned.alignment = 16;
+        pinned.fixed_offset = Some(u64::MAX - 15);
+        let p = Problem::from_buffers(vec![Buffer::new("empty", 0, 2, 3), pinned]).unwrap();
+        assert_eq!(p.total_size(), Some(0));
+        let err = Problem::from_buffers(vec![Buffer::new("e", 0, 3, 3)]).unwrap_err();
+        assert!(matches!(err, ProblemError::EmptyLifetime { .. }));
+        let mut misaligned = Buffer::new("m", 0, 0, 1);
+        misaligned.alignment = 8;
+        misaligned.fixed_offset = Some(4);
+        assert!(matches!(
+            Problem::from_buffers(vec![misaligned]).unwrap_err(),
+            ProblemError::MisalignedFixedOffset { .. }
+        ));
+    }
+
+    #[test]
+    fn without_zero_size_keeps_the_rest_and_renumbers_conflicts() {
+        let buffers = vec![
+            Buffer::new("a", 4, 0, 2),
+            Buffer::new("z", 0, 0, 2),
+            Buffer::new("b", 4, 5, 6),
+            Buffer::new("c", 2, 5, 6),
+        ];
+        let p = Problem::new(
+            buffers,
+            [
+                (BufferId(0), BufferId(2)),
+                (BufferId(1), BufferId(3)),
+                (BufferId(0), BufferId(3)),
+            ],
+        )
+        .unwrap();
+        let (reduced, kept) = p.without_zero_size();
+        assert_eq!(kept, vec![0, 2, 3]);
+        let names: Vec<&str> = reduced.buffers().iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(
+            reduced.conflicts(),
+            &[(BufferId(0), BufferId(1)), (BufferId(0), BufferId(2))]
+        );
+        assert_eq!(
+            Problem::new(reduced.buffers().to_vec(), reduced.conflicts().to_vec()),
+            Ok(reduced)
+        );
     }
 
     #[test]

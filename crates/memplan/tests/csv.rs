@@ -161,10 +161,10 @@ fn quoted_cells_keep_commas_quotes_spaces_and_line_breaks() {
     assert_eq!(names, ["a,b", "say \"hi\"", " pad ", "two\nlines", ""]);
     // Line numbers keep counting through a quoted line break.
     error(
-        "id,lower,upper,size\n\"two\nlines\",0,1,1\nbad,0,1,0\n",
+        "id,lower,upper,size\n\"two\nlines\",0,1,1\nbad,0,1,z\n",
         4,
         Some("size"),
-        &["0"],
+        &["not a number"],
     );
     // Numbers may be quoted too.
     assert_eq!(
@@ -347,13 +347,9 @@ fn required_cells_must_not_be_empty() {
 }
 
 #[test]
-fn zero_size_and_zero_alignment() {
-    error(
-        "id,lower,upper,size\nx,0,1,0\n",
-        2,
-        Some("size"),
-        &["0", "at least one byte"],
-    );
+fn zero_size_is_read_and_zero_alignment_is_an_error() {
+    let problem = read("id,lower,upper,size\nx,0,1,0\n");
+    assert_eq!(problem.buffers()[0].size, 0);
     error(
         "id,lower,upper,size,alignment\nx,0,1,4,0\n",
         2,
@@ -513,12 +509,17 @@ fn errors_use_the_header_spelling_of_the_column() {
         Some("begin"),
         &["not a number"],
     );
-    error("id,lower,upper,Size\nx,0,1,0\n", 2, Some("Size"), &["0"]);
+    error(
+        "id,lower,upper,Size\nx,0,1,z\n",
+        2,
+        Some("Size"),
+        &["not a number"],
+    );
 }
 
 #[test]
 fn source_name_is_in_the_message() {
-    let err = read_problem("id,lower,upper,size\nx,0,1,0\n", "models/net.csv").unwrap_err();
+    let err = read_problem("id,lower,upper,size\nx,0,1,z\n", "models/net.csv").unwrap_err();
     assert_eq!(err.source, "models/net.csv");
     assert!(
         err.to_string()

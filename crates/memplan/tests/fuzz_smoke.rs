@@ -50,6 +50,8 @@ fn hand_picked_corner_cases() {
         "id,lower,upper,size,alignment\na,0,2,3,9223372036854775808\nb,0,2,3,9223372036854775808\n",
         "id,lower,upper,size,gaps\na,0,10,4,2-4 6-8\nb,2,4,4,\nc,6,8,4,\n",
         "id,start,end,size,gaps,hint\n\"a\n,\",0,0,1,,-1\n",
+        // Zero-size buffers: aligned, fixed inside a fixed buffer and in free space, gapped.
+        "id,lower,upper,size,alignment,offset,gaps\na,0,4,8,,0,\nz,0,4,0,16,4,\nw,1,3,0,64,,\nb,0,4,8,,,\nv,0,9,0,,40,2-5\nc,2,6,16,8,,\n",
     ];
     for case in cases {
         csv_reader(case.as_bytes());

@@ -841,8 +841,8 @@ proptest! {
 }
 
 /// The tensors of the real models in `../shared/models` (`name,dtype,shape,bytes,start,
-/// end,kind`), planned by strip and checked. Tensors of 0 bytes need no memory and are
-/// left out (the problem model requires a size of at least 1).
+/// end,kind`), planned by strip and checked. Tensors of 0 bytes are zero-size buffers:
+/// they need no memory and are planned at offset 0.
 #[test]
 fn strip_plans_the_models_validly() {
     let dir = Path::new(SHARED).join("../models");
@@ -875,10 +875,17 @@ fn strip_plans_the_models_validly() {
                 let n = |i: usize| f[i].trim().parse::<u64>().unwrap();
                 Buffer::new(f[name], n(bytes), n(start), n(end))
             })
-            .filter(|b| b.size > 0)
             .collect();
         let problem = Problem::from_buffers(buffers).unwrap();
         let outcome = checked_strip(Strip::DEFAULT, &problem);
+        for (b, &offset) in problem.buffers().iter().zip(&outcome.plan.offsets) {
+            assert!(
+                b.size > 0 || offset == 0,
+                "{}: '{}'",
+                file.display(),
+                b.name
+            );
+        }
         assert!(outcome.plan.arena_bytes.unwrap() >= bound::max_live(&problem).unwrap());
     }
 }

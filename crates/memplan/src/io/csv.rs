@@ -19,7 +19,7 @@
 //! | `lower` (legacy `begin`, `start`) | yes | first step the buffer is live |
 //! | `upper` | yes, or `end` | end of the lifetime, exclusive: live on `[lower, upper)` |
 //! | `end` (legacy) | instead of `upper` | end of the lifetime, *inclusive*: live on `[lower, end + 1)` |
-//! | `size` | yes | bytes, at least 1 |
+//! | `size` | yes | bytes; 0 for a zero-size buffer, which occupies nothing |
 //! | `alignment` | no | the offset must be a multiple of it; empty = 1 |
 //! | `offset` | no (yes in a solution) | in a problem: a fixed offset; in a solution: the placement |
 //! | `hint` | no | a suggested offset; empty or `-1` = none (MiniMalloc writes `-1`) |
@@ -59,7 +59,7 @@
 //! Every problem in the input is reported as a [`CsvError`] naming the line and column.
 //!
 //! Compared with MiniMalloc's own reader, this one is stricter (unknown columns, quotes,
-//! negative numbers, zero sizes, empty lifetimes, bad gaps and duplicate ids are errors, where
+//! negative numbers, empty lifetimes, bad gaps and duplicate ids are errors, where
 //! MiniMalloc ignores or accepts them) and more lenient (blank lines are skipped rather than
 //! ending the file; whitespace, CRLF, a BOM, header case and a trailing comma are accepted).
 //!
@@ -915,12 +915,6 @@ impl Header {
             return Err(error(Field::Upper, message));
         };
         let size = required(Field::Size, "a size in bytes")?;
-        if size == 0 {
-            return Err(error(
-                Field::Size,
-                "size is 0; every buffer needs at least one byte".to_string(),
-            ));
-        }
         let alignment = number(Field::Alignment)?;
         if alignment == Some(0) {
             return Err(error(
@@ -1086,7 +1080,6 @@ fn problem_error(
 ) -> CsvError {
     let named = |name: &str| line_of.get(name).copied();
     let (line, field) = match &error {
-        ProblemError::ZeroSize { name } => (named(name), Some(Field::Size)),
         ProblemError::EmptyLifetime { name, .. } => (named(name), Some(Field::Upper)),
         ProblemError::ZeroAlignment { name } => (named(name), Some(Field::Alignment)),
         ProblemError::MisalignedFixedOffset { name, .. }
@@ -1121,7 +1114,7 @@ mod tests {
         let lines = [2, 7];
         let gap = Lifetime { start: 1, end: 2 };
         for (error, line, column) in [
-            (ProblemError::ZeroSize { name: "b".into() }, 7, Some("size")),
+            (ProblemError::SelfConflict { name: "b".into() }, 7, None),
             (
                 ProblemError::EmptyLifetime {
                     name: "a".into(),

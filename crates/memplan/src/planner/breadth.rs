@@ -21,7 +21,8 @@ use crate::problem::Problem;
 /// the breadth, is constant. A segment tree over the intervals holds each live segment at
 /// its `O(log m)` canonical nodes; visiting an interval walks root → leaf and takes (and
 /// empties) every list on the way: all of those buffers are live there, so each entry is
-/// taken once and the whole order costs `O(n log n)`.
+/// taken once and the whole order costs `O(n log n)`. Zero-size buffers (live at no
+/// breadth) come last, in id order: they go to offset 0 and move nothing.
 ///
 /// ```text
 ///  breadth   ▁▁▃▃▇▇██▅▅▂▂      visit order: the █ interval, then ▇, ▅, ▃, ▂, ▁;
@@ -51,7 +52,9 @@ fn breadth_order(problem: &Problem) -> Vec<u32> {
     // Live segments as (start, end, buffer).
     let mut segments: Vec<(u64, u64, u32)> = Vec::with_capacity(buffers.len());
     for (i, buffer) in buffers.iter().enumerate() {
-        for_each_segment(buffer, |s| segments.push((s.start, s.end, i as u32)));
+        if buffer.size > 0 {
+            for_each_segment(buffer, |s| segments.push((s.start, s.end, i as u32)));
+        }
     }
     let mut points: Vec<u64> = segments.iter().flat_map(|s| [s.0, s.1]).collect();
     points.sort_unstable();
@@ -115,6 +118,7 @@ fn breadth_order(problem: &Problem) -> Vec<u32> {
         here.sort_unstable();
         order.extend(here.iter().map(|&(_, _, id)| id));
     }
+    order.extend((0..buffers.len() as u32).filter(|&i| buffers[i as usize].size == 0));
     debug_assert_eq!(order.len(), buffers.len());
     order
 }

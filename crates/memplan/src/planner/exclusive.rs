@@ -31,7 +31,8 @@
 //! fewer than its demand, it takes them all and the pool grows by the remainder (the last
 //! piece, when it touches the top, simply extends). The plan then carries extents
 //! ([`Plan::extents`]). Only the first piece is aligned to the block's alignment; a block
-//! with a fixed offset is one piece at that offset.
+//! with a fixed offset is one piece at that offset. A zero-size block is one empty piece
+//! at its fixed offset or 0, blocks nothing and does not move the pool top.
 //!
 //! ```text
 //!  pool top ────── 10     T (4) may not touch R [0, 4) or Q [5, 10); P [0, 5) is not
@@ -111,6 +112,14 @@ fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
     let mut top = 0u64;
     // Fixed buffers first, in id order, each one piece at its offset.
     for (i, buffer) in buffers.iter().enumerate() {
+        if buffer.size == 0 {
+            // One empty piece that occupies nothing: not `placed`, so it blocks nothing.
+            extents[i].push(Extent {
+                offset: buffer.fixed_offset.unwrap_or(0),
+                len: 0,
+            });
+            continue;
+        }
         let Some(offset) = buffer.fixed_offset else {
             continue;
         };
@@ -135,7 +144,7 @@ fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
     }
     let mut blocked: Vec<(u64, u64)> = Vec::new();
     for i in method_order(problem) {
-        if buffers[i].fixed_offset.is_some() {
+        if buffers[i].fixed_offset.is_some() || buffers[i].size == 0 {
             continue;
         }
         blocked.clear();

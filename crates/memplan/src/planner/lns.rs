@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::placement::{merge, scan, Fit};
+use super::zero_size::Split;
 use crate::bound::live_profile;
 use crate::checker::check;
 use crate::plan::Plan;
@@ -103,7 +104,38 @@ impl Rng {
 /// Lowers the arena of `plan` (valid for `problem`) by large-neighbourhood search around
 /// the peak buffers; see the module documentation. Never returns a worse arena or an
 /// invalid plan: when `plan` is not valid for `problem`, it is returned unchanged.
+///
+/// Zero-size buffers are left out of the search (they occupy nothing) and end at their
+/// fixed offset or 0 in the result.
 pub fn improve(problem: &Problem, plan: &Plan, limits: &Limits, seed: u64) -> Improved {
+    let Some(split) = Split::of(problem) else {
+        return improve_sized(problem, plan, limits, seed);
+    };
+    let unchanged = || Improved {
+        plan: plan.clone(),
+        arena: plan.arena_bytes.unwrap_or(u64::MAX),
+        rounds: 0,
+        accepted: 0,
+        improved_at: None,
+    };
+    if plan.arena_bytes.is_none() || !check(problem, plan).is_valid() {
+        return unchanged();
+    }
+    let improved = improve_sized(&split.problem, &split.reduce(plan), limits, seed);
+    match split.expand(problem, &improved.plan) {
+        // At most the input's arena: the input is valid, so its arena is at least the
+        // kept buffers' and every zero-size buffer's fixed offset.
+        Ok(full) => Improved {
+            arena: full.arena_bytes.unwrap_or(u64::MAX),
+            plan: full,
+            ..improved
+        },
+        Err(_) => unchanged(),
+    }
+}
+
+/// [`improve`] on a problem without zero-size buffers.
+fn improve_sized(problem: &Problem, plan: &Plan, limits: &Limits, seed: u64) -> Improved {
     let unchanged = |rounds| Improved {
         plan: plan.clone(),
         arena: plan.arena_bytes.unwrap_or(u64::MAX),

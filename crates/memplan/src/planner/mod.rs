@@ -29,6 +29,11 @@
 //! ranges in all, merged in `O(k log log n)` and scanned for gaps. Buffers with a fixed
 //! offset are placed first, at it; alignment, explicit conflict pairs and gaps are
 //! honoured; an arena beyond 2^64 is [`PlanError::ArenaOverflow`].
+//!
+//! Zero-size buffers ([`crate::Buffer`]) occupy nothing: every planner puts one at its fixed
+//! offset, or at 0, and places the other buffers exactly as it would without them. The
+//! greedy planners (and `best-of`), `naive`, `exclusive`, `npu` and `tflm-greedy` skip them
+//! where they go; `strip` and `search` plan the problem without them and add them back.
 
 use crate::plan::Plan;
 use crate::problem::Problem;
@@ -44,6 +49,7 @@ mod placement;
 pub mod search;
 pub mod strip;
 mod tflm_greedy;
+mod zero_size;
 
 pub use best_of::{run_all, Attempt, BestOf};
 pub use breadth::Breadth;

@@ -8,7 +8,8 @@ use crate::problem::Problem;
 /// Gives every buffer its own block, stacked in id order: the "no sharing" baseline.
 ///
 /// Arena = sum of sizes (plus alignment padding). Buffers with a fixed offset keep it; the
-/// others are stacked above the highest fixed buffer.
+/// others are stacked above the highest fixed buffer (of at least one byte). A zero-size
+/// buffer takes no block: it goes to its fixed offset or 0.
 ///
 /// ```text
 ///  address
@@ -36,7 +37,7 @@ impl Planner for Naive {
         let buffers = problem.buffers();
         let mut top = 0u64;
         for b in buffers {
-            if let Some(fixed) = b.fixed_offset {
+            if let (Some(fixed), true) = (b.fixed_offset, b.size > 0) {
                 top = top.max(fixed.checked_add(b.size).ok_or(PlanError::ArenaOverflow)?);
             }
         }
@@ -44,6 +45,7 @@ impl Planner for Naive {
         for b in buffers {
             let offset = match b.fixed_offset {
                 Some(fixed) => fixed,
+                None if b.size == 0 => 0,
                 None => {
                     let offset = top
                         .checked_next_multiple_of(b.alignment)

@@ -39,7 +39,9 @@
 //!
 //! Buffers with a fixed offset keep it and join no object; the objects start above the
 //! highest fixed buffer. An object is aligned to the least common multiple of its members'
-//! alignments.
+//! alignments. A zero-size buffer joins no object either (it would make a zero-size object
+//! or change an object's alignment, for no byte): it goes to its fixed offset or 0 and is
+//! skipped by every group.
 //!
 //! On a bare [`Problem`] (no graph: `Npu` as a [`Planner`]) there are no operators to
 //! group: every distinct start step of a live segment is an operator of group 3
@@ -87,11 +89,11 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// Group 3 only, one operator per distinct start step of a live segment (what a bare
-    /// problem without a graph offers).
+    /// Group 3 only, one operator per distinct start step of a live segment of a buffer of
+    /// at least one byte (what a bare problem without a graph offers).
     pub fn steps_only(problem: &Problem) -> Groups {
         let mut steps = Vec::new();
-        for buffer in problem.buffers() {
+        for buffer in problem.buffers().iter().filter(|b| b.size > 0) {
             buffer.for_each_live_segment(|s| steps.push(s.start));
         }
         steps.sort_unstable();
@@ -135,7 +137,8 @@ pub struct NpuStats {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assignment {
     pub objects: Vec<SharedObject>,
-    /// `object_of[i]`: the object holding buffer `i`; `None` for a fixed-offset buffer.
+    /// `object_of[i]`: the object holding buffer `i`; `None` for a fixed-offset or a
+    /// zero-size buffer.
     pub object_of: Vec<Option<usize>>,
     pub stats: NpuStats,
     /// Objects laid end to end (above the fixed buffers), each member at its object's
@@ -276,7 +279,8 @@ impl<'p> Pool<'p> {
     /// The matching rule: joins a matching object, else adds a new one.
     fn look_up(&mut self, id: BufferId) -> Result<(), PlanError> {
         let buffer = self.problem.buffer(id);
-        if self.object_of[id.index()].is_some() || buffer.fixed_offset.is_some() {
+        if self.object_of[id.index()].is_some() || buffer.fixed_offset.is_some() || buffer.size == 0
+        {
             return Ok(());
         }
         let live = buffer.live_segments();
@@ -308,13 +312,20 @@ impl<'p> Pool<'p> {
         Ok(())
     }
 
-    /// Fixed buffers at their offsets (clashes are errors), objects end to end above them.
+    /// Fixed buffers at their offsets (clashes are errors), objects end to end above them;
+    /// zero-size buffers at their fixed offset or 0, below nothing.
     fn into_assignment(mut self) -> Result<Assignment, PlanError> {
         let buffers = self.problem.buffers();
         let fixed: Vec<usize> = (0..buffers.len())
-            .filter(|&i| buffers[i].fixed_offset.is_some())
+            .filter(|&i| buffers[i].fixed_offset.is_some() && buffers[i].size > 0)
             .collect();
-        let mut offsets = vec![0u64; buffers.len()];
+        let mut offsets: Vec<u64> = buffers
+            .iter()
+            .map(|b| match b.size {
+                0 => b.fixed_offset.unwrap_or(0),
+                _ => 0,
+            })
+            .collect();
         let mut cursor = 0u64;
         for (n, &i) in fixed.iter().enumerate() {
             let offset = buffers[i].fixed_offset.unwrap_or(0);
@@ -369,7 +380,9 @@ pub fn assign(problem: &Problem, groups: &Groups, rule: Match) -> Result<Assignm
     let valid = |id: &&BufferId| id.index() < n;
     let mut pool = Pool::new(problem, rule, groups.share_dedicated);
     for &id in groups.dedicated.iter().filter(valid) {
-        if pool.object_of[id.index()].is_none() && problem.buffer(id).fixed_offset.is_none() {
+        let buffer = problem.buffer(id);
+        if pool.object_of[id.index()].is_none() && buffer.fixed_offset.is_none() && buffer.size > 0
+        {
             pool.new_object(id, true)?;
         }
     }

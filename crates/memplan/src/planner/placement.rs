@@ -60,6 +60,14 @@
 //! not fit; an overflowing top gives [`PlanError::ArenaOverflow`]). First-fit stops at the
 //! first gap that holds the buffer, best-fit at an exact fit.
 //!
+//! # Zero-size buffers
+//!
+//! A buffer of size 0 occupies nothing: [`Engine::find`] gives it offset 0 and
+//! [`Engine::place`] records its offset without adding a range anywhere (an empty range
+//! in a node list would split the gaps around it), so the other buffers are placed exactly
+//! as without it. A fixed one is placed at its offset without a clash check. Its segments
+//! are not even compressed into the leaves.
+//!
 //! # Complexity
 //!
 //! With `n` buffers, `T <= n + gaps` distinct segment starts and `k` the number of union
@@ -171,7 +179,10 @@ impl<'p> Engine<'p> {
         let mut segment_first = Vec::with_capacity(buffers.len() + 1);
         for buffer in buffers {
             segment_first.push(raw.len() as u32);
-            for_each_segment(buffer, |s| raw.push(s));
+            // A zero-size buffer is never looked up nor recorded: it needs no segment.
+            if buffer.size > 0 {
+                for_each_segment(buffer, |s| raw.push(s));
+            }
         }
         segment_first.push(raw.len() as u32);
 
@@ -281,9 +292,9 @@ impl<'p> Engine<'p> {
         let tail = self.scratch.len();
         for k in first..last {
             let partner = self.conflict_partners[k] as usize;
-            if self.placed[partner] {
+            let size = self.problem.buffers()[partner].size;
+            if self.placed[partner] && size > 0 {
                 let offset = self.offsets[partner];
-                let size = self.problem.buffers()[partner].size;
                 self.scratch.push((offset, offset + size));
             }
         }
@@ -320,8 +331,12 @@ impl<'p> Engine<'p> {
     }
 
     /// The offset `fit` chooses for `buffer` among the gaps left by the placed buffers it
-    /// must not share bytes with, or on top of them. Does not place it.
+    /// must not share bytes with, or on top of them; 0 for a zero-size buffer. Does not
+    /// place it.
     pub(crate) fn find(&mut self, buffer: usize, fit: Fit) -> Result<u64, PlanError> {
+        if self.problem.buffers()[buffer].size == 0 {
+            return Ok(0);
+        }
         self.gather(buffer);
         self.merge_runs();
         let b = &self.problem.buffers()[buffer];
@@ -337,6 +352,10 @@ impl<'p> Engine<'p> {
         self.placed[buffer] = true;
         if let Some(journal) = &mut self.journal {
             journal.placed.push(buffer as u32);
+        }
+        if size == 0 {
+            // It occupies nothing: no node list gets a range.
+            return;
         }
         let n = self.leaves;
         for index in self.segments_of(buffer) {
@@ -432,13 +451,18 @@ impl<'p> Engine<'p> {
     /// Places every buffer that has a fixed offset, in id order, at that offset.
     ///
     /// Fails with [`PlanError::FixedOffsetsClash`] naming the first clashing pair (the
-    /// lower id first) when two fixed buffers that must not share bytes overlap.
+    /// lower id first) when two fixed buffers that must not share bytes overlap. A
+    /// zero-size buffer clashes with nothing.
     pub(crate) fn place_fixed(&mut self) -> Result<(), PlanError> {
         let problem = self.problem;
         for (index, buffer) in problem.buffers().iter().enumerate() {
             let Some(offset) = buffer.fixed_offset else {
                 continue;
             };
+            if buffer.size == 0 {
+                self.place(index, offset);
+                continue;
+            }
             // `Problem::new` guarantees that `offset + size` fits.
             let end = offset + buffer.size;
             self.gather(index);
@@ -463,6 +487,7 @@ impl<'p> Engine<'p> {
         let other = (0..buffers.len())
             .find(|&j| {
                 self.placed[j]
+                    && buffers[j].size > 0
                     && self.offsets[j] < end
                     && offset < self.offsets[j] + buffers[j].size
                     && (partners.contains(&(j as u32)) || b.live_together(&buffers[j]))

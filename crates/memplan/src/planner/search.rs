@@ -102,6 +102,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::lns::{improve, Improved, Limits};
+use super::zero_size::{zero_size_floor, Split};
 use super::{BestOf, PlanError, Planner};
 use crate::bound::max_live;
 use crate::checker::check;
@@ -356,7 +357,42 @@ impl Search {
     /// [`Search::run`] that also ends, with the best plan found so far, soon after
     /// `cancel` becomes true (the Python binding sets it on Ctrl-C). The greedy start
     /// (`best-of`) always completes; the outcome's stop is [`Stop::Interrupted`].
+    ///
+    /// Zero-size buffers are not searched (they occupy nothing): the problem without them
+    /// is, and each is put at its fixed offset or 0 in the result. The outcome's arenas and
+    /// bound then count the highest fixed offset of a zero-size buffer, which every plan's
+    /// arena reaches; the progress reports do not.
     pub fn run_cancellable(
+        &self,
+        problem: &Problem,
+        progress: Option<OnProgress>,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Outcome, PlanError> {
+        let Some(split) = Split::of(problem) else {
+            return self.run_sized(problem, progress, cancel);
+        };
+        let outcome = self.run_sized(&split.problem, progress, cancel)?;
+        let plan = split.expand(problem, &outcome.plan)?;
+        let floor = zero_size_floor(problem);
+        let arena = plan.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
+        let lower = outcome.lower_bound.max(floor).min(arena);
+        let proven_optimal = arena <= lower;
+        Ok(Outcome {
+            plan,
+            arena,
+            start_arena: outcome.start_arena.max(floor),
+            lower_bound: lower,
+            proven_optimal,
+            stop: match outcome.stop {
+                _ if proven_optimal && !outcome.proven_optimal => Stop::LowerBound,
+                stop => stop,
+            },
+            ..outcome
+        })
+    }
+
+    /// [`Search::run_cancellable`] on a problem without zero-size buffers.
+    fn run_sized(
         &self,
         problem: &Problem,
         progress: Option<OnProgress>,

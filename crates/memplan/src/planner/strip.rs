@@ -39,6 +39,10 @@
 //! The best plan seen is kept (ties: the earliest), so the result is never worse than the
 //! first placement. Everything is deterministic.
 //!
+//! Zero-size buffers would count in the orders (time overlap) and the clusters without
+//! occupying a byte: the problem is planned without them and each is put at its fixed
+//! offset or 0 afterwards, so the outcome is that of the problem without them.
+//!
 //! Cost: one placement is that of a greedy planner (`O(n log n + K log log n)`, see the
 //! engine). An adjustment classifies in `O(n log n)` and places each high or medium
 //! buffer up to `2 + TUNING_ORDERS.len()` = 6 times (5 tries, then for real), so a run
@@ -53,6 +57,7 @@ use metric::Values;
 pub use metric::{Base, Combine, Metric, UnknownMetric};
 
 use super::placement::{plan_in_order, Engine, Fit};
+use super::zero_size::{zero_size_floor, Split};
 use super::{PlanError, Planner};
 use crate::bound::max_live;
 use crate::plan::Plan;
@@ -94,7 +99,8 @@ impl Stop {
 pub struct StripOutcome {
     /// The best plan seen (the smallest arena; ties: the earliest).
     pub plan: Plan,
-    /// The theoretical threshold `T` (max-live; `u64::MAX` when it overflows).
+    /// The theoretical threshold `T` (max-live; `u64::MAX` when it overflows), raised to
+    /// the highest fixed offset of a zero-size buffer when that is higher.
     pub threshold: u64,
     /// The arena of the first placement, in metric order.
     pub first_arena: u64,
@@ -137,6 +143,23 @@ impl Strip {
 
     /// Plans and says how: iterations, the goal that stopped it, the threshold.
     pub fn run(&self, problem: &Problem) -> Result<StripOutcome, PlanError> {
+        let Some(split) = Split::of(problem) else {
+            return self.run_sized(problem);
+        };
+        let outcome = self.run_sized(&split.problem)?;
+        // A zero-size buffer fixed above the others raises every arena, and the bound, to
+        // its offset.
+        let floor = zero_size_floor(problem);
+        Ok(StripOutcome {
+            plan: split.expand(problem, &outcome.plan)?,
+            threshold: outcome.threshold.max(floor),
+            first_arena: outcome.first_arena.max(floor),
+            ..outcome
+        })
+    }
+
+    /// [`Strip::run`] on a problem without zero-size buffers.
+    fn run_sized(&self, problem: &Problem) -> Result<StripOutcome, PlanError> {
         let threshold = max_live(problem).unwrap_or(u64::MAX);
         let values = Values::new(problem, &Base::ALL);
         let free: Vec<u32> = (0..problem.len() as u32)

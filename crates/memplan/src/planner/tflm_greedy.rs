@@ -15,7 +15,9 @@
 //! Beyond TFLM's problems: an explicit conflict pair counts as live together, a buffer's
 //! gaps are ignored (it is taken as live for its whole lifetime), and a candidate offset
 //! is rounded up to the buffer's alignment. On TFLM's own problems (16-byte sizes and
-//! alignment, no gaps or conflicts) none of this changes a placement.
+//! alignment, no gaps or conflicts) none of this changes a placement. A zero-size buffer
+//! (which `memplan-tflite` never makes: TFLM places zero-size tensors itself) goes to its
+//! fixed offset or 0 and is not in the walk, so it never moves another buffer.
 //!
 //! Placing a buffer walks every placed one: `O(n²)`, as in TFLM.
 
@@ -65,17 +67,23 @@ pub fn tflm_greedy_offsets(problem: &Problem) -> Result<Vec<u64>, PlanError> {
             || (!conflicts.is_empty() && conflicts.contains(&(a.min(b) as u32, a.max(b) as u32)))
     };
 
+    let mut offsets = vec![0u64; buffers.len()];
+    // Zero-size buffers occupy nothing: at their fixed offset or 0, outside the walk.
+    for (i, buffer) in buffers.iter().enumerate() {
+        if buffer.size == 0 {
+            offsets[i] = buffer.fixed_offset.unwrap_or(0);
+        }
+    }
     let mut order: Vec<usize> = (0..buffers.len())
-        .filter(|&i| buffers[i].fixed_offset.is_some())
+        .filter(|&i| buffers[i].fixed_offset.is_some() && buffers[i].size > 0)
         .collect();
     let mut online: Vec<usize> = (0..buffers.len())
         .rev()
-        .filter(|&i| buffers[i].fixed_offset.is_none())
+        .filter(|&i| buffers[i].fixed_offset.is_none() && buffers[i].size > 0)
         .collect();
     online.sort_by(|&a, &b| buffers[b].size.cmp(&buffers[a].size));
     order.extend(online);
 
-    let mut offsets = vec![0u64; buffers.len()];
     // Placed buffers by offset; equal offsets in placement order.
     let mut by_offset: Vec<usize> = Vec::with_capacity(buffers.len());
     for &id in &order {

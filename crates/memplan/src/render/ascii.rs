@@ -12,7 +12,7 @@
 //! Every cell shows the buffer whose rectangle holds the cell's centre (time and address),
 //! as a symbol from [`SYMBOLS`] (repeating after 62 buffers), or `.` for free memory. A
 //! buffer narrower or lower than a cell may not show: the map is a sample, the legend and
-//! `--format json` are exact. The rows holding the arena and the max-live bound are marked
+//! `--format json` are exact. A zero-size buffer covers no cell (it is in the legend only). The rows holding the arena and the max-live bound are marked
 //! on the right. Up to [`LEGEND`] buffers, a legend lists each symbol's buffer.
 
 use std::fmt::Write;

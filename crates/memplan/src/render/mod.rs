@@ -1,7 +1,9 @@
 //! Pictures of a plan for people: an SVG ([`svg`]) and a terminal map ([`ascii`]).
 //!
 //! Both draw the same thing: time on x, address on y, one rectangle per live segment of
-//! every buffer, with the arena and the max-live lower bound marked.
+//! every buffer, with the arena and the max-live lower bound marked. A zero-size buffer
+//! covers no address and draws no rectangle (the SVG keeps its hover title, the terminal
+//! map its legend line).
 //!
 //! ```text
 //!  address

@@ -18,7 +18,8 @@
 //! Written as text, no dependency. Names are XML-escaped. Beyond [`OUTLINED`] buffers the
 //! rectangles lose their outlines and beyond [`LABELLED`] their labels, so thousands of
 //! buffers read as a texture rather than as text soup; every rectangle keeps its hover
-//! title.
+//! title. A zero-size buffer (or an empty extent) covers no address: its group keeps the
+//! hover title but draws no rectangle.
 
 use std::fmt::Write;
 
@@ -197,6 +198,10 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
                 (y_top, y_bottom) = (top_y, bottom_y);
             }
             let h = bottom_y - top_y;
+            if offset >= end {
+                // Empty: nothing to draw.
+                continue;
+            }
             b.for_each_live_segment(|s| {
                 let (x0, x1) = (x(s.start), x(s.end));
                 let _ = writeln!(
