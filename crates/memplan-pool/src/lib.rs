@@ -13,11 +13,18 @@
 //! * [`train`]: the plan trainer (size classes of interval `g`, cache blocks, traversal
 //!   orders, borrowing from larger classes).
 //! * [`pool`]: the runtime pool allocator, thread-safe, correct for any request sequence.
+//! * [`online`]: the pool inside a running process: the iteration found from the request
+//!   sequence itself, an offset plan trained by memplan's planners, serving that never
+//!   hands out a range still in use.
+//! * [`process`]: the state machine of the preloadable allocator (`memplan-preload`),
+//!   generic over the system allocator it falls back to.
 //!
 //! The method and the measured results are in `doc/pool.md`; the trace formats in
 //! `doc/traces.md`.
 
+pub mod online;
 pub mod pool;
+pub mod process;
 pub mod trace;
 pub mod train;
 

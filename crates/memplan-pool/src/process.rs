@@ -1,0 +1,447 @@
+//! The pool as a process's allocator: the state machine behind `memplan-preload`'s
+//! `malloc`/`free`, generic over the system allocator it falls back to ([`System`]) so
+//! that it is tested with a model of one (under Miri too).
+//!
+//! ```text
+//!   Learning ──period found──► Training (a background thread plans) ──plan ready──► Serving
+//!      ▲                                                                              │
+//!      └───────────── the program stopped following the plan (misses) ───────────────┘
+//! ```
+//!
+//! - Requests below the threshold never reach this state machine (the shim sends them
+//!   straight to the system).
+//! - Learning and on every miss, the system serves the request: memplan's pool is never
+//!   worse than the system allocator.
+//! - Pointers are told apart by address: a pointer inside one of the pool's arenas is the
+//!   pool's, any other is the system's. No header is ever read.
+//! - An arena replaced by a new plan is released when its last block is freed.
+//! - Recording uses buffers allocated at construction: no allocation on the request path
+//!   (training runs on its own thread and allocates there).
+
+use std::collections::HashMap;
+use std::thread::JoinHandle;
+
+use crate::online::{self, Period, Recorder, Schedule, Server, ALIGNMENT};
+
+/// What the state machine needs from the system.
+pub trait System {
+    /// `size` bytes aligned to `align` (a power of two), or 0 when out of memory.
+    fn alloc(&self, size: usize, align: usize) -> usize;
+    /// Frees a block `alloc` returned.
+    fn free(&self, addr: usize);
+    /// Fresh zeroed memory for an arena, or 0.
+    fn map(&self, len: usize) -> usize;
+    /// Returns an arena's memory.
+    fn unmap(&self, addr: usize, len: usize);
+}
+
+/// Settings (from the environment in the preloaded library).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Requests of at least this many bytes are planned; smaller go to the system.
+    pub threshold: usize,
+    /// The memplan planner that plans an iteration (`best-of`, `search`, …).
+    pub planner: String,
+    /// Events recorded before recording starts over.
+    pub capacity: usize,
+    /// Shortest period, in events, that counts as an iteration.
+    pub min_period: usize,
+    /// Train on this thread instead of a background one (tests).
+    pub train_inline: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            threshold: 64 << 10,
+            planner: "best-of".into(),
+            capacity: 1 << 20,
+            min_period: 32,
+            train_inline: false,
+        }
+    }
+}
+
+/// Counters for the summary at exit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Large requests seen.
+    pub requests: u64,
+    /// Served from an arena.
+    pub hits: u64,
+    /// Plans installed.
+    pub plans: u64,
+    /// Times the program stopped following the plan and the pool learned again.
+    pub relearned: u64,
+    /// Bytes of the current arena.
+    pub arena: u64,
+    /// Its lower bound.
+    pub lower_bound: u64,
+    /// Large requests the system served (learning, misses, unplanned).
+    pub system: u64,
+}
+
+enum Phase {
+    Learning,
+    Training {
+        job: Job,
+        /// Large allocations since the period was found.
+        since: u64,
+    },
+    Serving,
+}
+
+enum Job {
+    Thread(JoinHandle<Option<Schedule>>),
+    Done(Option<Schedule>),
+}
+
+struct Arena {
+    base: usize,
+    len: usize,
+    server: Server,
+}
+
+/// The pool's state for one process.
+pub struct Pool<S: System> {
+    pub system: S,
+    config: Config,
+    phase: Phase,
+    recorder: Recorder,
+    /// Block id of each large block the system holds (learning), by address.
+    ids: HashMap<usize, u64>,
+    current: Option<Arena>,
+    /// Replaced arenas whose blocks are still live.
+    retired: Vec<Arena>,
+    pub stats: Stats,
+    /// One line per change of phase, for `MEMPLAN_POOL_LOG`.
+    pub log: Option<fn(&str)>,
+}
+
+impl<S: System> Pool<S> {
+    pub fn new(system: S, config: Config) -> Pool<S> {
+        Pool {
+            system,
+            recorder: Recorder::new(config.capacity, config.min_period),
+            ids: HashMap::with_capacity(1 << 16),
+            config,
+            phase: Phase::Learning,
+            current: None,
+            retired: Vec::with_capacity(16),
+            stats: Stats::default(),
+            log: None,
+        }
+    }
+
+    pub fn threshold(&self) -> usize {
+        self.config.threshold
+    }
+
+    fn say(&self, text: &str) {
+        if let Some(log) = self.log {
+            log(text);
+        }
+    }
+
+    /// A large request (`size >= threshold`): an address, 0 when out of memory.
+    pub fn alloc(&mut self, size: usize, align: usize) -> usize {
+        self.stats.requests += 1;
+        self.install_if_trained();
+        if align <= ALIGNMENT as usize {
+            if let Some(arena) = &mut self.current {
+                if let Some(offset) = arena.server.alloc(size as u64) {
+                    self.stats.hits += 1;
+                    return arena.base + offset as usize;
+                }
+                if arena.server.lost() {
+                    self.relearn();
+                }
+            }
+        }
+        self.stats.system += 1;
+        let addr = self.system.alloc(size, align);
+        if addr == 0 {
+            return 0;
+        }
+        match &mut self.phase {
+            Phase::Learning => {
+                let (id, period) = self.recorder.alloc(size as u64);
+                if self.ids.len() < self.ids.capacity() {
+                    self.ids.insert(addr, id);
+                }
+                if let Some(period) = period {
+                    self.start_training(period);
+                }
+            }
+            Phase::Training { since, .. } => *since += 1,
+            Phase::Serving => {}
+        }
+        addr
+    }
+
+    /// True when `addr` lies in one of the pool's arenas.
+    pub fn owns(&self, addr: usize) -> bool {
+        self.arena_of(addr).is_some()
+    }
+
+    fn arena_of(&self, addr: usize) -> Option<usize> {
+        let inside = |a: &Arena| addr >= a.base && addr < a.base + a.len.max(1);
+        if self.current.as_ref().is_some_and(inside) {
+            return Some(usize::MAX);
+        }
+        self.retired.iter().position(inside)
+    }
+
+    /// Frees a large block or an arena block. Returns false when `addr` is neither the
+    /// pool's nor a large block it recorded (the caller gives it to the system).
+    pub fn free(&mut self, addr: usize) -> bool {
+        match self.arena_of(addr) {
+            Some(usize::MAX) => {
+                if let Some(arena) = &mut self.current {
+                    arena.server.free((addr - arena.base) as u64);
+                }
+                true
+            }
+            Some(i) => {
+                let arena = &mut self.retired[i];
+                arena.server.free((addr - arena.base) as u64);
+                if arena.server.live_blocks() == 0 {
+                    let arena = self.retired.swap_remove(i);
+                    self.system.unmap(arena.base, arena.len);
+                }
+                true
+            }
+            None => {
+                if let Some(id) = self.ids.remove(&addr) {
+                    if matches!(self.phase, Phase::Learning) {
+                        self.recorder.free(id);
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// The requested size of an arena block, `None` when `addr` is not the pool's.
+    pub fn usable_size(&self, addr: usize) -> Option<usize> {
+        let arena = match self.arena_of(addr)? {
+            usize::MAX => self.current.as_ref()?,
+            i => &self.retired[i],
+        };
+        arena
+            .server
+            .size_at((addr - arena.base) as u64)
+            .map(|s| s as usize)
+    }
+
+    /// An explicit iteration end (`memplan.pool.step()`).
+    pub fn mark(&mut self) {
+        if matches!(self.phase, Phase::Learning) {
+            if let Some(period) = self.recorder.mark() {
+                self.start_training(period);
+            }
+        }
+    }
+
+    fn start_training(&mut self, period: Period) {
+        self.say(&format!(
+            "memplan pool: iteration found ({} requests); training a plan",
+            period.events.len()
+        ));
+        let planner = self.config.planner.clone();
+        let job = if self.config.train_inline {
+            Job::Done(online::train_with(&period, &planner))
+        } else {
+            let spawned = std::thread::Builder::new()
+                .name("memplan-pool-train".into())
+                .spawn(move || online::train_with(&period, &planner));
+            match spawned {
+                Ok(handle) => Job::Thread(handle),
+                Err(_) => Job::Done(None),
+            }
+        };
+        self.recorder.clear();
+        self.ids.clear();
+        self.phase = Phase::Training { job, since: 0 };
+    }
+
+    /// Installs a finished plan: maps its arena and starts serving.
+    fn install_if_trained(&mut self) {
+        let Phase::Training { job, since } = &mut self.phase else {
+            return;
+        };
+        let since = *since;
+        let schedule = match job {
+            Job::Thread(handle) if !handle.is_finished() => return,
+            Job::Thread(_) => {
+                let Phase::Training {
+                    job: Job::Thread(handle),
+                    ..
+                } = std::mem::replace(&mut self.phase, Phase::Learning)
+                else {
+                    return;
+                };
+                handle.join().ok().flatten()
+            }
+            Job::Done(schedule) => schedule.take(),
+        };
+        self.phase = Phase::Learning;
+        let Some(schedule) = schedule else {
+            self.say("memplan pool: no plan for this iteration; learning again");
+            return;
+        };
+        let len = schedule.arena as usize;
+        let base = if len == 0 { 0 } else { self.system.map(len) };
+        if len == 0 || base == 0 {
+            return;
+        }
+        self.stats.arena = schedule.arena;
+        self.stats.lower_bound = schedule.lower_bound;
+        self.stats.plans += 1;
+        self.say(&format!(
+            "memplan pool: serving {} requests an iteration from an arena of {} bytes (bound {})",
+            schedule.slots.len(),
+            schedule.arena,
+            schedule.lower_bound
+        ));
+        let server = Server::starting_at(schedule, since);
+        if let Some(old) = self.current.replace(Arena { base, len, server }) {
+            self.retire(old);
+        }
+        self.phase = Phase::Serving;
+    }
+
+    fn retire(&mut self, arena: Arena) {
+        if arena.server.live_blocks() == 0 {
+            self.system.unmap(arena.base, arena.len);
+        } else {
+            self.retired.push(arena);
+        }
+    }
+
+    /// The program left the plan: keep the arena for its live blocks, learn again.
+    fn relearn(&mut self) {
+        self.stats.relearned += 1;
+        self.say("memplan pool: the program no longer follows the plan; learning again");
+        if let Some(old) = self.current.take() {
+            self.retire(old);
+        }
+        self.recorder.clear();
+        self.ids.clear();
+        self.phase = Phase::Learning;
+    }
+
+    /// The counters, with the served arena's hit/miss detail.
+    pub fn summary(&self) -> String {
+        let s = self.stats;
+        let rate = if s.requests == 0 {
+            0.0
+        } else {
+            100.0 * s.hits as f64 / s.requests as f64
+        };
+        format!(
+            "memplan pool: {} large requests (>= {} B), {} served from the arena ({rate:.1}%), {} by the system; {} plans, {} relearned; arena {} B (bound {} B)",
+            s.requests, self.config.threshold, s.hits, s.system, s.plans, s.relearned, s.arena, s.lower_bound
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A system allocator that hands out disjoint addresses and remembers what is live.
+    #[derive(Default)]
+    struct Model {
+        next: RefCell<usize>,
+        live: RefCell<HashMap<usize, usize>>,
+    }
+
+    impl System for Model {
+        fn alloc(&self, size: usize, _align: usize) -> usize {
+            let mut next = self.next.borrow_mut();
+            *next = (*next).max(1 << 40);
+            let addr = *next;
+            *next += size.next_multiple_of(4096);
+            self.live.borrow_mut().insert(addr, size);
+            addr
+        }
+        fn free(&self, addr: usize) {
+            assert!(
+                self.live.borrow_mut().remove(&addr).is_some(),
+                "freed twice"
+            );
+        }
+        fn map(&self, len: usize) -> usize {
+            self.alloc(len, 4096)
+        }
+        fn unmap(&self, addr: usize, _len: usize) {
+            self.free(addr);
+        }
+    }
+
+    fn pool() -> Pool<Model> {
+        Pool::new(
+            Model::default(),
+            Config {
+                threshold: 1,
+                train_inline: true,
+                min_period: 2,
+                ..Config::default()
+            },
+        )
+    }
+
+    /// One iteration of a training-like program; returns the addresses it freed.
+    fn iterate(p: &mut Pool<Model>, sizes: &[usize], live: &mut [(usize, usize)]) {
+        let mut mine = Vec::new();
+        for &s in sizes {
+            let a = p.alloc(s, 16);
+            assert_ne!(a, 0);
+            for &(b, bs) in live.iter().chain(mine.iter()) {
+                assert!(a + s <= b || b + bs <= a, "overlap");
+            }
+            mine.push((a, s));
+        }
+        for (a, _) in mine.into_iter().rev() {
+            if !p.free(a) {
+                p.system.free(a);
+            }
+        }
+    }
+
+    #[test]
+    fn learns_then_serves_every_request_from_the_arena() {
+        let mut p = pool();
+        let sizes = [1 << 20, 3 << 20, 1 << 20, 2 << 20];
+        let mut live = Vec::new();
+        for _ in 0..3 {
+            iterate(&mut p, &sizes, &mut live);
+        }
+        let before = p.stats.hits;
+        for _ in 0..5 {
+            iterate(&mut p, &sizes, &mut live);
+        }
+        assert_eq!(p.stats.hits - before, 5 * sizes.len() as u64);
+        assert_eq!(p.stats.plans, 1);
+        assert_eq!(p.stats.arena, p.stats.lower_bound);
+    }
+
+    #[test]
+    fn a_changed_program_is_learned_again_and_old_arenas_freed() {
+        let mut p = pool();
+        let mut live = Vec::new();
+        for _ in 0..6 {
+            iterate(&mut p, &[1 << 20, 2 << 20, 1 << 20], &mut live);
+        }
+        assert!(p.stats.hits > 0);
+        for _ in 0..10 {
+            iterate(&mut p, &[3 << 20, 5 << 20, 7 << 20, 5 << 20], &mut live);
+        }
+        assert!(p.stats.relearned >= 1 && p.stats.plans >= 2);
+        assert!(p.retired.is_empty(), "an empty replaced arena is released");
+        // Only the current arena is left with the system model.
+        assert_eq!(p.system.live.borrow().len(), 1);
+    }
+}
