@@ -397,6 +397,8 @@ pub struct Server {
     pub stats: ServeStats,
     /// Misses since the last hit, to notice that the program changed.
     recent_misses: u64,
+    /// Whole periods served since the server was armed.
+    pub periods: u64,
 }
 
 /// How far ahead the server looks for the request's size when the sequence is out of step.
@@ -424,6 +426,7 @@ impl Server {
             live,
             stats: ServeStats::default(),
             recent_misses: 0,
+            periods: 0,
         }
     }
 
@@ -450,6 +453,9 @@ impl Server {
             self.stats.unplanned += 1;
             return None;
         };
+        if self.cursor == self.schedule.start {
+            self.periods += 1;
+        }
         let end = offset + aligned(size).unwrap_or(u64::MAX);
         if self.live.take(offset, end, k as u32) {
             self.stats.hits += 1;

@@ -33,6 +33,10 @@ pub trait System {
     fn map(&self, len: usize) -> usize;
     /// Returns an arena's memory.
     fn unmap(&self, addr: usize, len: usize);
+    /// Gives memory the system allocator holds but no longer uses back to the kernel
+    /// (glibc's `malloc_trim`): called once the first iteration has been served from a
+    /// new arena, when the blocks of the learning iterations are free.
+    fn trim(&self) {}
 }
 
 /// Settings (from the environment in the preloaded library).
@@ -116,6 +120,8 @@ pub struct Pool<S: System> {
     pub stats: Stats,
     /// One line per change of phase, for `MEMPLAN_POOL_LOG`.
     pub log: Option<fn(&str)>,
+    /// The system was trimmed after the current arena's first served iteration.
+    trimmed: bool,
 }
 
 impl<S: System> Pool<S> {
@@ -130,6 +136,7 @@ impl<S: System> Pool<S> {
             retired: Vec::with_capacity(16),
             stats: Stats::default(),
             log: None,
+            trimmed: false,
         }
     }
 
@@ -151,7 +158,12 @@ impl<S: System> Pool<S> {
             if let Some(arena) = &mut self.current {
                 if let Some(offset) = arena.server.alloc(size as u64) {
                     self.stats.hits += 1;
-                    return arena.base + offset as usize;
+                    let addr = arena.base + offset as usize;
+                    if !self.trimmed && arena.server.periods >= 1 {
+                        self.trimmed = true;
+                        self.system.trim();
+                    }
+                    return addr;
                 }
                 if arena.server.lost() {
                     self.relearn();
@@ -305,6 +317,11 @@ impl<S: System> Pool<S> {
             schedule.lower_bound
         ));
         let server = Server::starting_at(schedule, since);
+        // What the system holds of the learning iterations' freed blocks goes back to the
+        // kernel now, before the arena's pages are touched, and once more after the
+        // first served iteration (blocks still live now are freed during it).
+        self.system.trim();
+        self.trimmed = false;
         if let Some(old) = self.current.replace(Arena { base, len, server }) {
             self.retire(old);
         }

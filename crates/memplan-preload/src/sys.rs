@@ -26,6 +26,8 @@ static REAL_CALLOC: AtomicUsize = AtomicUsize::new(0);
 static REAL_REALLOC: AtomicUsize = AtomicUsize::new(0);
 static REAL_MEMALIGN: AtomicUsize = AtomicUsize::new(0);
 static REAL_USABLE: AtomicUsize = AtomicUsize::new(0);
+/// glibc's `malloc_trim`, when the system allocator has one (0 otherwise).
+static REAL_TRIM: AtomicUsize = AtomicUsize::new(0);
 
 /// 0: not started, 1: resolving the system's functions, 2: ready.
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -87,6 +89,7 @@ fn init() {
     resolve(c"realloc", &REAL_REALLOC);
     resolve(c"memalign", &REAL_MEMALIGN);
     resolve(c"malloc_usable_size", &REAL_USABLE);
+    resolve(c"malloc_trim", &REAL_TRIM);
     STATE.store(2, Ordering::Release);
     setup_pool();
 }
@@ -240,6 +243,13 @@ impl System for RealSystem {
     fn unmap(&self, addr: usize, len: usize) {
         // SAFETY: `addr..addr+len` is a whole mapping made by `map`, with no live block.
         unsafe { libc::munmap(addr as *mut c_void, len) };
+    }
+    fn trim(&self) {
+        let f = REAL_TRIM.load(Ordering::Relaxed);
+        if f != 0 {
+            // SAFETY: REAL_TRIM holds the system's `int malloc_trim(size_t pad)`.
+            unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(usize) -> c_int>(f)(0) };
+        }
     }
 }
 
