@@ -397,6 +397,10 @@ pub struct Server {
     pub stats: ServeStats,
     /// Misses since the last hit, to notice that the program changed.
     recent_misses: u64,
+    /// Requests and misses of the current window of one period's length.
+    window: (u64, u64),
+    /// The last full window missed more than a quarter of its requests.
+    drifted: bool,
     /// Whole periods served since the server was armed.
     pub periods: u64,
 }
@@ -426,12 +430,27 @@ impl Server {
             live,
             stats: ServeStats::default(),
             recent_misses: 0,
+            window: (0, 0),
+            drifted: false,
             periods: 0,
         }
     }
 
     /// The arena offset for a request of `size` bytes, or `None` for the system.
     pub fn alloc(&mut self, size: u64) -> Option<u64> {
+        let misses = self.stats.misses;
+        let result = self.serve(size);
+        let n = self.schedule.slots.len() as u64;
+        self.window.0 += 1;
+        self.window.1 += self.stats.misses - misses;
+        if self.window.0 >= n {
+            self.drifted = self.window.1 * 4 > self.window.0;
+            self.window = (0, 0);
+        }
+        result
+    }
+
+    fn serve(&mut self, size: u64) -> Option<u64> {
         let n = self.schedule.slots.len();
         let found = (0..RESYNC.min(n))
             .map(|d| (self.cursor + d) % n)
@@ -488,9 +507,11 @@ impl Server {
     }
 
     /// True when the program no longer follows the plan: more misses in a row than a
-    /// whole iteration has requests.
+    /// whole iteration has requests, or more than a quarter of the requests of the last
+    /// iteration-long window missed (a new batch size keeps some sizes, so hits alone
+    /// do not prove the plan still fits).
     pub fn lost(&self) -> bool {
-        self.recent_misses > self.schedule.slots.len() as u64
+        self.recent_misses > self.schedule.slots.len() as u64 || self.drifted
     }
 }
 
