@@ -69,6 +69,17 @@ __all__ = [
 PlannerLike = Union[str, Callable[[memplan.Problem], Sequence[int]]]
 
 
+def _refuse_if_invalid(problem: memplan.Problem, offsets: Sequence[int], what: str) -> None:
+    """Raises PlanningError listing the checker's violations of `offsets`, if any."""
+    violations = memplan.check(problem, offsets)
+    if violations:
+        shown = "\n  ".join(v.message for v in violations[:10])
+        raise memplan.PlanningError(
+            f"memplan refuses {what}: {len(violations)} violations, ExecuTorch would run "
+            f"it with wrong results:\n  {shown}"
+        )
+
+
 class MemplanAlgorithm:
     """A memory planning algorithm for ExecuTorch, for a ``MemoryPlanningAlgorithmSuite``:
     called with ``(alignment, specs, graph_module, graph_signature, extra_padding)``, it
@@ -105,13 +116,7 @@ class MemplanAlgorithm:
             offsets = memplan.plan(problem, "search", time_limit=self.time_limit).offsets
         else:
             offsets = memplan.plan(problem, planner).offsets
-        violations = memplan.check(problem, offsets)
-        if violations:
-            shown = "\n  ".join(v.message for v in violations[:10])
-            raise memplan.PlanningError(
-                f"memplan refuses the plan of {len(problem)} tensors: {len(violations)} "
-                f"violations, ExecuTorch would run it with wrong results:\n  {shown}"
-            )
+        _refuse_if_invalid(problem, offsets, f"the plan of {len(problem)} tensors")
         return offsets
 
     @staticmethod
@@ -329,13 +334,7 @@ class MemplanAlgorithm:
         for mem_id, group in by_mem.items():
             problem = MemplanAlgorithm._problem(group, 1)
             offsets = [placed[s][2] for s in group]
-            violations = memplan.check(problem, offsets)
-            if violations:
-                shown = "\n  ".join(v.message for v in violations[:10])
-                raise memplan.PlanningError(
-                    f"memplan refuses its plan of arena {mem_id}: {len(violations)} "
-                    f"violations:\n  {shown}"
-                )
+            _refuse_if_invalid(problem, offsets, f"its plan of arena {mem_id}")
 
 
 def memplan_algorithm(
