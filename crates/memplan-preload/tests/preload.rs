@@ -6,13 +6,30 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `target/<profile>/libmemplan_preload.so`, next to this test's `deps` folder.
+/// `target/<profile>/libmemplan_preload.so`, next to this test's `deps` folder. Cargo
+/// does not build a cdylib for its own integration tests, so the first test builds it,
+/// with the cargo that runs the tests, in the same profile.
 fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let lib = dir.join("libmemplan_preload.so");
-    assert!(lib.exists(), "{} was not built", lib.display());
-    lib
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let dir = exe.parent().unwrap().parent().unwrap();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "-q", "-p", "memplan-preload", "--manifest-path"])
+                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml"));
+            if dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("cargo runs");
+            assert!(status.success(), "building memplan-preload failed");
+            let lib = dir.join("libmemplan_preload.so");
+            assert!(lib.exists(), "{} was not built", lib.display());
+            lib
+        })
+        .clone()
 }
 
 fn python(script: &str, env: &[(&str, &str)]) -> (String, String) {
