@@ -31,15 +31,8 @@ pub fn outcome(input: &TfliteInput, plan: &Plan, file: &Path) -> Result<TflmOutc
     let name = file.display().to_string();
     let offline = memplan_tflite::offline_offsets(&input.arena, plan, &name)?;
     let placement = memplan_tflite::tflm_placement(&input.arena, &offline, &name)?;
-    let head_with_plan = input
-        .arena
-        .problem
-        .buffers()
-        .iter()
-        .zip(&placement)
-        .map(|(b, &o)| o + b.size)
-        .max()
-        .unwrap_or(0);
+    let head_with_plan = memplan::plan::arena_bytes(&input.arena.problem, &placement)
+        .with_context(|| format!("'{name}': an offset plus its tensor's size passes 2^64"))?;
     // TFLM's own head is that of its arena without memplan's sharing.
     let own = memplan_tflite::arena(&input.model, memplan_tflite::ArenaOptions::default(), &name)?;
     let own_head = TflmGreedy

@@ -224,12 +224,6 @@ impl Walk<'_> {
     }
 }
 
-/// The offsets of an embedded offline plan, if the model has one, as TFLM reads them:
-/// `[version, subgraph, N, offset_0 … offset_{N-1}]`, `-1` meaning "TFLM plans it".
-pub fn offline_offsets(model: &Model, file: &str) -> Result<Option<Vec<i32>>, TfliteError> {
-    crate::offline::read(model, file)
-}
-
 /// Rounds a size up to [`ARENA_ALIGNMENT`].
 pub fn aligned(bytes: u64) -> Option<u64> {
     bytes.checked_next_multiple_of(ARENA_ALIGNMENT)
@@ -269,7 +263,7 @@ pub fn arena(model: &Model, options: ArenaOptions, file: &str) -> Result<Arena, 
         tensor_count += sg.tensors.len();
     }
     let offline = if options.keep_offline_plan {
-        offline_offsets(model, file)?
+        crate::offline::read(model, file)?
     } else {
         None
     };

@@ -213,14 +213,7 @@ pub fn check_offline(model: &Model, file: &str) -> Result<Option<OfflineCheck>, 
         }
         true
     });
-    let head = arena
-        .problem
-        .buffers()
-        .iter()
-        .zip(&offsets)
-        .map(|(b, &o)| o.saturating_add(b.size))
-        .max()
-        .unwrap_or(0);
+    let head = plan.arena_bytes.unwrap_or(0);
     let placed_tensors = offline.iter().filter(|&&w| w != offline::ONLINE).count();
     Ok(Some(OfflineCheck {
         arena,
