@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ROOT / "scripts/train_step.py"
 
@@ -34,10 +36,12 @@ def train(env_extra, iters=10):
     return [r for r in rows if "iter" in r], rows[-1], out.stderr
 
 
-def test_training_under_the_pool_is_identical_and_fault_free():
+@pytest.mark.parametrize("plan", ["offsets", "size-classes"])
+def test_training_under_the_pool_is_identical_and_fault_free(plan):
     glibc, _, _ = train({})
     pooled, last, stderr = train(
-        {"LD_PRELOAD": str(library()), "MEMPLAN_POOL_SUMMARY": "1", "MEMPLAN_POOL_LOG": "1"}
+        {"LD_PRELOAD": str(library()), "MEMPLAN_POOL_SUMMARY": "1", "MEMPLAN_POOL_LOG": "1",
+         "MEMPLAN_POOL_PLAN": plan}
     )
     assert [r["loss"] for r in pooled] == [r["loss"] for r in glibc]
     assert "iteration found" in stderr and "serving" in stderr, stderr[-2000:]

@@ -26,8 +26,14 @@
 //!   the system. Sizes and offsets are multiples of [`ALIGNMENT`]. Any memplan planner
 //!   plans it; the plan is checked.
 //! - **Serving is always safe.** A request is served from the arena only when its size is
-//!   the planned one *and* its planned range is free now ([`LiveSet`]); otherwise it goes
-//!   to the system. A wrong prediction costs a miss, never an overlap.
+//!   the planned one *and* its planned range is free now ([`LiveSet`]). Otherwise (a
+//!   miss: a request the plan did not foresee there) it gets the free range of another
+//!   slot of its aligned size when there is one — the method's fallback to a free cache
+//!   block of the request's class, with the live-range table in place of a header — and
+//!   else goes to the system. A wrong prediction costs a miss, never an overlap.
+//! - **Two plans** ([`Method`]): by default an offset plan by a memplan planner
+//!   ([`train`]); or the method's size classes as stated ([`train_size_classes`], the
+//!   trainer of [`crate::train`] on the recorded iteration).
 
 use std::collections::HashMap;
 
@@ -204,12 +210,21 @@ fn aligned(size: u64) -> Option<u64> {
     size.checked_next_multiple_of(ALIGNMENT)
 }
 
-/// Plans one iteration: every allocation of `period` gets an offset unless it outlives the
-/// iteration. `planner` is a memplan planner name (`best-of`, `search`, …). `None` when
-/// the period has no allocation to plan or the plan fails (then the process keeps using
-/// the system allocator).
-pub fn train(period: &Period, planner: &dyn Planner) -> Option<Schedule> {
-    // Allocation index (within the period) of every Alloc event, and event positions.
+/// The allocations of a period and when each is live.
+struct PeriodSlots {
+    /// Requested size of each allocation, in order.
+    sizes: Vec<u64>,
+    /// Event position of each allocation.
+    alloc_pos: Vec<u64>,
+    /// Each allocation's lifetime within the cycle of `len` events, `None` when it
+    /// outlives a whole iteration (the plan leaves it to the system).
+    lifetimes: Vec<Option<Buffer>>,
+}
+
+/// Reads the allocations of `period` and their lifetimes: from the allocation to the
+/// free within the period, or wrapping around the period's end (a gap) when the free is
+/// in the next one.
+fn period_slots(period: &Period) -> Option<PeriodSlots> {
     let p = period.events.len() as u64;
     let mut alloc_pos: Vec<u64> = Vec::new();
     let mut sizes: Vec<u64> = Vec::new();
@@ -220,9 +235,6 @@ pub fn train(period: &Period, planner: &dyn Planner) -> Option<Schedule> {
         }
     }
     let n = alloc_pos.len();
-    if n == 0 {
-        return None;
-    }
     // Free position of each slot: within the period, or in the next one (found as the
     // free, in this period, of the same slot's copy allocated in the previous one).
     let mut free_pos: Vec<Option<u64>> = vec![None; n];
@@ -247,76 +259,302 @@ pub fn train(period: &Period, planner: &dyn Planner) -> Option<Schedule> {
             }
         }
     }
-    let mut buffers = Vec::new();
-    let mut planned = Vec::new();
+    let mut lifetimes = Vec::with_capacity(n);
     for k in 0..n {
-        let Some(free) = free_pos[k] else { continue };
-        let a = alloc_pos[k];
-        let size = aligned(sizes[k])?;
-        let mut b = Buffer::new(format!("{k}"), size, 0, p);
-        b.alignment = ALIGNMENT;
-        if wraps[k] {
-            // Live from its allocation to the end, and from the start to its free.
-            if free >= a {
-                continue; // outlives a whole iteration
-            }
-            if free == 0 {
-                b.lifetime = Lifetime { start: a, end: p };
+        let buffer = free_pos[k].and_then(|free| {
+            let a = alloc_pos[k];
+            let mut b = Buffer::new(format!("{k}"), aligned(sizes[k])?, 0, p);
+            b.alignment = ALIGNMENT;
+            if wraps[k] {
+                // Live from its allocation to the end, and from the start to its free.
+                if free >= a {
+                    return None; // outlives a whole iteration
+                }
+                if free == 0 {
+                    b.lifetime = Lifetime { start: a, end: p };
+                } else {
+                    b.gaps = vec![Lifetime {
+                        start: free,
+                        end: a,
+                    }];
+                }
             } else {
-                b.gaps = vec![Lifetime {
-                    start: free,
-                    end: a,
-                }];
+                b.lifetime = Lifetime {
+                    start: a,
+                    end: free,
+                };
             }
-        } else {
-            b.lifetime = Lifetime {
-                start: a,
-                end: free,
-            };
-        }
-        buffers.push(b);
-        planned.push(k);
+            Some(b)
+        });
+        lifetimes.push(buffer);
     }
-    let problem = Problem::from_buffers(buffers).ok()?;
+    Some(PeriodSlots {
+        sizes,
+        alloc_pos,
+        lifetimes,
+    })
+}
+
+impl PeriodSlots {
+    /// The planning problem of the planned allocations (buffer `j` is the `j`-th planned
+    /// slot), or `None` when there is none.
+    fn problem(&self) -> Option<Problem> {
+        let buffers: Vec<Buffer> = self.lifetimes.iter().flatten().cloned().collect();
+        if buffers.is_empty() {
+            return None;
+        }
+        Problem::from_buffers(buffers).ok()
+    }
+
+    /// A schedule serving slot `k` at `offsets[k]`, starting at the allocation before
+    /// which the fewest planned bytes are live.
+    fn schedule(&self, problem: &Problem, offsets: Vec<Option<u64>>, arena: u64) -> Schedule {
+        let live_before = |k: usize| -> u64 {
+            let step = self.alloc_pos[k];
+            problem
+                .buffers()
+                .iter()
+                .filter(|b| {
+                    b.live_segments()
+                        .iter()
+                        .any(|l| l.start <= step && step < l.end)
+                })
+                .filter(|b| b.lifetime.start != step || !b.gaps.is_empty())
+                .map(|b| b.size)
+                .sum()
+        };
+        let start = (0..self.sizes.len())
+            .min_by_key(|&k| (live_before(k), k))
+            .unwrap_or(0);
+        Schedule {
+            slots: self
+                .sizes
+                .iter()
+                .zip(offsets)
+                .map(|(&size, offset)| Slot { size, offset })
+                .collect(),
+            start,
+            arena,
+            lower_bound: memplan::bound::max_live(problem).unwrap_or(0),
+        }
+    }
+}
+
+/// Plans one iteration: every allocation of `period` gets an offset unless it outlives the
+/// iteration. `planner` is a memplan planner (`best-of`, `search`, …). `None` when
+/// the period has no allocation to plan or the plan fails (then the process keeps using
+/// the system allocator).
+pub fn train(period: &Period, planner: &dyn Planner) -> Option<Schedule> {
+    let slots = period_slots(period)?;
+    let problem = slots.problem()?;
     let plan = planner.plan(&problem).ok()?;
     if !checker::check(&problem, &plan).is_valid() {
         return None;
     }
-    let mut slots: Vec<Slot> = sizes
+    let mut planned = plan.offsets.iter().copied();
+    let offsets = slots
+        .lifetimes
         .iter()
-        .map(|&size| Slot { size, offset: None })
+        .map(|b| b.as_ref().and_then(|_| planned.next()))
         .collect();
-    for (j, &k) in planned.iter().enumerate() {
-        slots[k].offset = Some(plan.offsets[j]);
-    }
-    // Planned bytes live just before each allocation.
-    let live_before = |k: usize| -> u64 {
-        let step = alloc_pos[k];
-        problem
-            .buffers()
-            .iter()
-            .filter(|b| {
-                b.live_segments()
-                    .iter()
-                    .any(|l| l.start <= step && step < l.end)
-            })
-            .filter(|b| b.lifetime.start != step || !b.gaps.is_empty())
-            .map(|b| b.size)
-            .sum()
-    };
-    let start = (0..n).min_by_key(|&k| (live_before(k), k)).unwrap_or(0);
-    Some(Schedule {
-        slots,
-        start,
-        arena: plan.arena_bytes.unwrap_or(0),
-        lower_bound: memplan::bound::max_live(&problem).unwrap_or(0),
-    })
+    Some(slots.schedule(&problem, offsets, plan.arena_bytes.unwrap_or(0)))
 }
 
-/// Trains with the planner named `name`, `best-of` when unknown.
-pub fn train_with(period: &Period, name: &str) -> Option<Schedule> {
-    let planner = planner::by_name(name).unwrap_or(&planner::BestOf);
-    train(period, planner)
+/// How an iteration is planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// An offset plan by the memplan planner of that name (`best-of`, `search`, …;
+    /// `best-of` when the name is unknown): [`train`]. The default.
+    Offsets(String),
+    /// The method's size classes as stated (methods.md §3): cache blocks of class
+    /// `ceil(s / interval) * interval`, visited in `order`, laid out one after another
+    /// (or packed by lifetime when `pack`): [`train_size_classes`].
+    SizeClasses {
+        interval: u64,
+        order: crate::train::Order,
+        pack: bool,
+    },
+}
+
+impl Default for Method {
+    fn default() -> Method {
+        Method::Offsets("best-of".into())
+    }
+}
+
+impl Method {
+    /// Parses `MEMPLAN_POOL_PLAN`-style text: `offsets`, `offsets:PLANNER`,
+    /// `size-classes`, `size-classes:G` or `size-classes:G:ORDER[:packed]`
+    /// (`ORDER` = `allocation`, `size-descending`, `lifetime-descending`).
+    pub fn parse(text: &str) -> Result<Method, String> {
+        let mut parts = text.split(':');
+        match parts.next().unwrap_or("") {
+            "offsets" | "" => Ok(Method::Offsets(
+                parts.next().unwrap_or("best-of").to_string(),
+            )),
+            "size-classes" => {
+                let interval = match parts.next() {
+                    None | Some("") => crate::train::DEFAULT_CLASS_INTERVAL,
+                    Some(g) => g
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|&g| g > 0)
+                        .ok_or_else(|| format!("size-class interval `{g}` is not a positive integer"))?,
+                };
+                let order = match parts.next() {
+                    None | Some("") => crate::train::Order::Allocation,
+                    Some(o) => crate::train::Order::ALL
+                        .into_iter()
+                        .find(|x| x.name() == o)
+                        .ok_or_else(|| format!("unknown order `{o}` (allocation, size-descending, lifetime-descending)"))?,
+                };
+                let pack = match parts.next() {
+                    None => false,
+                    Some("packed") => true,
+                    Some(x) => return Err(format!("unknown size-class option `{x}` (packed)")),
+                };
+                Ok(Method::SizeClasses { interval, order, pack })
+            }
+            other => Err(format!(
+                "unknown plan `{other}`: use `offsets[:PLANNER]` or `size-classes[:G[:ORDER[:packed]]]`"
+            )),
+        }
+    }
+}
+
+/// Trains `period` with `method`.
+pub fn train_with(period: &Period, method: &Method) -> Option<Schedule> {
+    match method {
+        Method::Offsets(name) => {
+            let planner = planner::by_name(name).unwrap_or(&planner::BestOf);
+            train(period, planner)
+        }
+        Method::SizeClasses {
+            interval,
+            order,
+            pack,
+        } => train_size_classes(period, *interval, *order, *pack),
+    }
+}
+
+/// Plans one iteration with the method's size classes (methods.md §3, [`crate::train`]):
+/// the period is turned into a three-iteration trace (previous, this, next: identical)
+/// of the blocks [`train`] would plan (blocks that outlive an iteration stay with the
+/// system here too), the trainer builds cache blocks for the middle one, and slot `k`
+/// gets the cache block its size class's schedule names, one header slot into the block
+/// (the layout of [`crate::train::Plan::layout`]).
+pub fn train_size_classes(
+    period: &Period,
+    interval: u64,
+    order: crate::train::Order,
+    pack: bool,
+) -> Option<Schedule> {
+    use crate::trace::{Event as TraceEvent, Iteration, Op, Trace};
+    use crate::train::{class_of, TrainOptions, SLOT};
+    let slots = period_slots(period)?;
+    let problem = slots.problem()?;
+    let sizes = &slots.sizes;
+    let planned = |k: usize| slots.lifetimes[k].is_some();
+    // Three copies of the period with absolute block ids; frees of blocks allocated
+    // before the first copy, and every event of unplanned blocks, are left out.
+    let n = sizes.len() as u64;
+    let mut events = Vec::with_capacity(3 * period.events.len());
+    let mut iterations = Vec::with_capacity(3);
+    for copy in 0..3u64 {
+        let first = events.len();
+        let mut count = 0u64;
+        for e in &period.events {
+            match *e {
+                Event::Alloc { size } => {
+                    let k = count as usize;
+                    count += 1;
+                    if planned(k) {
+                        events.push(TraceEvent {
+                            op: Op::Alloc,
+                            size,
+                            align: ALIGNMENT,
+                            id: copy * n + k as u64,
+                        });
+                    }
+                }
+                Event::Free { age } => {
+                    let index = count as i64 - age as i64;
+                    let (c, k) = if index >= 0 {
+                        (copy as i64, index)
+                    } else {
+                        (copy as i64 - 1, index + n as i64)
+                    };
+                    if c < 0 || k < 0 || !planned(k as usize) {
+                        continue;
+                    }
+                    events.push(TraceEvent {
+                        op: Op::Free,
+                        size: sizes[k as usize],
+                        align: ALIGNMENT,
+                        id: c as u64 * n + k as u64,
+                    });
+                }
+            }
+        }
+        if events.len() == first {
+            return None;
+        }
+        iterations.push(Iteration {
+            number: copy,
+            events: first..events.len(),
+        });
+    }
+    let trace = Trace {
+        events,
+        iterations,
+        foreign_frees: 0,
+    };
+    let plan = crate::train::train(
+        &trace,
+        &TrainOptions {
+            class_interval: interval,
+            order,
+            iteration: 1,
+            min_size: 0,
+            pack,
+        },
+    )
+    .ok()?;
+    plan.validate().ok()?;
+    let (block_offsets, arena) = plan.layout()?;
+    // The trainer's schedules list each class's requests in allocation order.
+    let mut next_in_class: HashMap<u64, (usize, usize)> = HashMap::new();
+    for (i, s) in plan.schedules.iter().enumerate() {
+        next_in_class.insert(s.class_bytes, (i, 0));
+    }
+    let mut offsets = Vec::with_capacity(sizes.len());
+    for (k, &size) in sizes.iter().enumerate() {
+        let mut offset = None;
+        if planned(k) {
+            let (i, j) = next_in_class.get_mut(&class_of(size, interval)?)?;
+            let block = *plan.schedules[*i].blocks.get(*j)? as usize;
+            *j += 1;
+            offset = Some(block_offsets[block].checked_add(SLOT)?);
+        }
+        offsets.push(offset);
+    }
+    let schedule = slots.schedule(&problem, offsets, arena);
+    // The trainer's layout is checked like any plan: every planned block inside the
+    // arena, no two blocks live at once sharing bytes.
+    let planned = memplan::Plan {
+        offsets: schedule.slots.iter().filter_map(|s| s.offset).collect(),
+        arena_bytes: None,
+        extents: None,
+    };
+    let inside = problem
+        .buffers()
+        .iter()
+        .zip(&planned.offsets)
+        .all(|(b, &o)| o.checked_add(b.size).is_some_and(|end| end <= arena));
+    if !inside || !checker::check(&problem, &planned).is_valid() {
+        return None;
+    }
+    Some(schedule)
 }
 
 /// The arena ranges handed out and not yet freed, sorted by offset; fixed capacity.
@@ -348,24 +586,33 @@ impl LiveSet {
         true
     }
 
-    /// Releases the live range starting at `offset`; returns its slot.
-    pub fn release(&mut self, offset: u64) -> Option<u32> {
+    /// Releases the live range starting at `offset`; returns its end and slot.
+    pub fn release(&mut self, offset: u64) -> Option<(u64, u32)> {
         let at = self.ranges.partition_point(|r| r.0 < offset);
         if at < self.ranges.len() && self.ranges[at].0 == offset {
-            Some(self.ranges.remove(at).2)
+            let (_, end, slot) = self.ranges.remove(at);
+            Some((end, slot))
         } else {
             None
         }
     }
 
-    /// The slot whose live range starts at `offset`.
-    pub fn slot_at(&self, offset: u64) -> Option<u32> {
+    /// The end and slot of the live range starting at `offset`.
+    pub fn range_at(&self, offset: u64) -> Option<(u64, u32)> {
         let at = self.ranges.partition_point(|r| r.0 < offset);
-        (at < self.ranges.len() && self.ranges[at].0 == offset).then(|| self.ranges[at].2)
+        (at < self.ranges.len() && self.ranges[at].0 == offset)
+            .then(|| (self.ranges[at].1, self.ranges[at].2))
     }
 
     pub fn len(&self) -> usize {
         self.ranges.len()
+    }
+
+    /// The ranges of `0..len` no live range covers, in offset order.
+    pub fn free_ranges(&self, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let starts = std::iter::once(0).chain(self.ranges.iter().map(|r| r.1));
+        let ends = self.ranges.iter().map(|r| r.0).chain(std::iter::once(len));
+        starts.zip(ends).filter(|(s, e)| s < e)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -383,6 +630,10 @@ pub struct ServeStats {
     pub misses: u64,
     /// Requests of blocks the plan leaves to the system (longer than an iteration).
     pub unplanned: u64,
+    /// Misses served from the arena all the same: the range of another slot of the same
+    /// (aligned) size that was free at that moment (the method's fallback to a free
+    /// cache block of the request's class). Counted in `misses` too.
+    pub fallbacks: u64,
 }
 
 /// Serves a schedule: the next request of the period gets its slot's range when free.
@@ -403,6 +654,8 @@ pub struct Server {
     drifted: bool,
     /// Whole periods served since the server was armed.
     pub periods: u64,
+    /// Planned slots by aligned size, for the fallback.
+    by_size: HashMap<u64, Vec<u32>>,
 }
 
 /// How far ahead the server looks for the request's size when the sequence is out of step.
@@ -423,7 +676,14 @@ impl Server {
     pub fn new(schedule: Schedule) -> Server {
         let live = LiveSet::with_capacity(schedule.slots.len() + 1);
         let armed = schedule.start == 0;
+        let mut by_size: HashMap<u64, Vec<u32>> = HashMap::new();
+        for (k, slot) in schedule.slots.iter().enumerate() {
+            if let (Some(_), Some(size)) = (slot.offset, aligned(slot.size)) {
+                by_size.entry(size).or_default().push(k as u32);
+            }
+        }
         Server {
+            by_size,
             schedule,
             cursor: 0,
             armed,
@@ -456,9 +716,7 @@ impl Server {
             .map(|d| (self.cursor + d) % n)
             .find(|&k| self.schedule.slots[k].size == size);
         let Some(k) = found else {
-            self.stats.misses += 1;
-            self.recent_misses += 1;
-            return None;
+            return self.miss(size);
         };
         self.cursor = (k + 1) % n;
         if !self.armed {
@@ -481,24 +739,63 @@ impl Server {
             self.recent_misses = 0;
             Some(offset)
         } else {
-            self.stats.misses += 1;
-            self.recent_misses += 1;
+            self.miss(size)
+        }
+    }
+
+    /// A request the plan did not foresee here: the range of another planned slot of its
+    /// aligned size when one is free (the one planned to be needed last, so that the plan
+    /// is disturbed as little as possible), else the system (`None`).
+    fn miss(&mut self, size: u64) -> Option<u64> {
+        self.stats.misses += 1;
+        self.recent_misses += 1;
+        if !self.armed {
+            return None;
+        }
+        let n = self.schedule.slots.len();
+        let bytes = aligned(size)?;
+        let candidates = self.by_size.get(&bytes)?;
+        let mut best: Option<(usize, u64)> = None;
+        for &k in candidates {
+            let k = k as usize;
+            let offset = self.schedule.slots[k].offset?;
+            // How far ahead of the cursor the slot is next needed.
+            let ahead = (k + n - self.cursor) % n;
+            if best.is_some_and(|(a, _)| a >= ahead) {
+                continue;
+            }
+            let taken = self.live.ranges.partition_point(|r| r.0 < offset + bytes);
+            if taken > 0 && self.live.ranges[taken - 1].1 > offset {
+                continue;
+            }
+            best = Some((ahead, offset));
+        }
+        let (ahead, offset) = best?;
+        let k = (self.cursor + ahead) % n;
+        if self.live.take(offset, offset + bytes, k as u32) {
+            self.stats.fallbacks += 1;
+            Some(offset)
+        } else {
             None
         }
     }
 
-    /// Frees the block at `offset`; returns the size it was planned for, or `None` when no
+    /// Frees the block at `offset`; returns the bytes of its range, or `None` when no
     /// live block starts there (a double or foreign free: ignored).
     pub fn free(&mut self, offset: u64) -> Option<u64> {
-        let slot = self.live.release(offset)?;
-        Some(self.schedule.slots[slot as usize].size)
+        let (end, _) = self.live.release(offset)?;
+        Some(end - offset)
     }
 
-    /// The requested size of the live block at `offset`.
+    /// The usable bytes of the live block at `offset` (its range: the request rounded
+    /// up to [`ALIGNMENT`]).
     pub fn size_at(&self, offset: u64) -> Option<u64> {
-        self.live
-            .slot_at(offset)
-            .map(|k| self.schedule.slots[k as usize].size)
+        self.live.range_at(offset).map(|(end, _)| end - offset)
+    }
+
+    /// The ranges of an arena of `len` bytes that no live block covers.
+    pub fn free_ranges(&self, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.live.free_ranges(len)
     }
 
     /// Blocks of the arena still live.
@@ -548,10 +845,46 @@ mod tests {
             }
         }
         let period = found.expect("period");
-        let schedule = train_with(&period, "best-of").unwrap();
+        let schedule = train_with(&period, &Method::default()).unwrap();
         assert_eq!(schedule.slots.len(), sizes.len());
         assert!(schedule.slots.iter().all(|s| s.offset.is_some()));
         assert_eq!(schedule.arena, schedule.lower_bound);
+        // The method's size classes, as stated: one cache block per tensor here (all
+        // live together), laid end to end with a header slot each.
+        let method = Method::parse("size-classes:4096").unwrap();
+        let classes = train_with(&period, &method).unwrap();
+        assert!(classes.slots.iter().all(|s| s.offset.is_some()));
+        let expected: u64 = sizes
+            .iter()
+            .map(|&s| crate::train::slot_bytes(s.div_ceil(4096) * 4096).unwrap())
+            .sum();
+        assert_eq!(classes.arena, expected);
+        assert_eq!(classes.lower_bound, schedule.lower_bound);
+    }
+
+    #[test]
+    fn plan_methods_parse_with_clear_errors() {
+        use crate::train::Order;
+        assert_eq!(Method::parse("offsets").unwrap(), Method::default());
+        assert_eq!(
+            Method::parse("offsets:search").unwrap(),
+            Method::Offsets("search".into())
+        );
+        assert_eq!(
+            Method::parse("size-classes:512:size-descending:packed").unwrap(),
+            Method::SizeClasses {
+                interval: 512,
+                order: Order::SizeDescending,
+                pack: true
+            }
+        );
+        assert!(Method::parse("size-classes:0")
+            .unwrap_err()
+            .contains("positive"));
+        assert!(Method::parse("size-classes:64:sideways")
+            .unwrap_err()
+            .contains("sideways"));
+        assert!(Method::parse("slabs").unwrap_err().contains("slabs"));
     }
 
     #[test]
@@ -565,14 +898,14 @@ mod tests {
             ],
             previous: vec![],
         };
-        let schedule = train_with(&period, "best-of").unwrap();
+        let schedule = train_with(&period, &Method::default()).unwrap();
         assert_eq!(schedule.arena, 128);
         let mut server = Server::new(schedule);
         let a = server.alloc(100).unwrap();
         // The second request comes before the first is freed: its planned range is
         // taken, so it goes to the system.
         assert_eq!(server.alloc(100), None);
-        assert_eq!(server.free(a), Some(100));
+        assert_eq!(server.free(a), Some(128));
         assert_eq!(server.free(a), None);
         assert_eq!(server.stats.misses, 1);
     }
@@ -591,7 +924,7 @@ mod tests {
             events: events.clone(),
             previous: events,
         };
-        let schedule = train_with(&period, "best-of").unwrap();
+        let schedule = train_with(&period, &Method::default()).unwrap();
         assert!(schedule.slots.iter().all(|s| s.offset.is_some()));
         let (a, b) = (
             schedule.slots[0].offset.unwrap(),

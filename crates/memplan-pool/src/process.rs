@@ -21,7 +21,10 @@
 use std::collections::HashMap;
 use std::thread::JoinHandle;
 
-use crate::online::{self, Period, Recorder, Schedule, Server, ALIGNMENT};
+use crate::online::{self, Method, Period, Recorder, Schedule, Server, ALIGNMENT};
+
+/// Page size assumed when a retired arena's free pages are given back.
+pub const PAGE: usize = 4096;
 
 /// What the state machine needs from the system.
 pub trait System {
@@ -37,6 +40,9 @@ pub trait System {
     /// (glibc's `malloc_trim`): called once the first iteration has been served from a
     /// new arena, when the blocks of the learning iterations are free.
     fn trim(&self) {}
+    /// Gives the pages of `addr..addr + len` (page-aligned, inside an arena, holding no
+    /// live block) back to the kernel; the range stays mapped and reads as zeros after.
+    fn release(&self, _addr: usize, _len: usize) {}
 }
 
 /// Settings (from the environment in the preloaded library).
@@ -44,8 +50,9 @@ pub trait System {
 pub struct Config {
     /// Requests of at least this many bytes are planned; smaller go to the system.
     pub threshold: usize,
-    /// The memplan planner that plans an iteration (`best-of`, `search`, …).
-    pub planner: String,
+    /// How an iteration is planned: an offset plan by a memplan planner (default
+    /// `best-of`) or the method's size classes.
+    pub method: Method,
     /// Events recorded before recording starts over.
     pub capacity: usize,
     /// Shortest period, in events, that counts as an iteration.
@@ -58,7 +65,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             threshold: 64 << 10,
-            planner: "best-of".into(),
+            method: Method::default(),
             capacity: 1 << 20,
             min_period: 32,
             train_inline: false,
@@ -83,6 +90,8 @@ pub struct Stats {
     pub lower_bound: u64,
     /// Large requests the system served (learning, misses, unplanned).
     pub system: u64,
+    /// Of the hits, misses of the plan served from another free slot of the arena.
+    pub fallbacks: u64,
 }
 
 enum Phase {
@@ -124,6 +133,17 @@ pub struct Pool<S: System> {
     trimmed: bool,
 }
 
+/// Releases the whole pages inside `base + start .. base + end` (`base` page-aligned).
+fn release_pages<S: System>(system: &S, base: usize, start: u64, end: u64) {
+    let page = PAGE as u64;
+    let (Some(first), last) = (start.checked_next_multiple_of(page), end / page * page) else {
+        return;
+    };
+    if first < last {
+        system.release(base + first as usize, (last - first) as usize);
+    }
+}
+
 impl<S: System> Pool<S> {
     pub fn new(system: S, config: Config) -> Pool<S> {
         Pool {
@@ -156,8 +176,10 @@ impl<S: System> Pool<S> {
         self.install_if_trained();
         if align <= ALIGNMENT as usize {
             if let Some(arena) = &mut self.current {
+                let fallbacks = arena.server.stats.fallbacks;
                 if let Some(offset) = arena.server.alloc(size as u64) {
                     self.stats.hits += 1;
+                    self.stats.fallbacks += arena.server.stats.fallbacks - fallbacks;
                     let addr = arena.base + offset as usize;
                     if !self.trimmed && arena.server.periods >= 1 {
                         self.trimmed = true;
@@ -216,10 +238,16 @@ impl<S: System> Pool<S> {
             }
             Some(i) => {
                 let arena = &mut self.retired[i];
-                arena.server.free((addr - arena.base) as u64);
+                let offset = (addr - arena.base) as u64;
+                let size = arena.server.free(offset);
                 if arena.server.live_blocks() == 0 {
                     let arena = self.retired.swap_remove(i);
                     self.system.unmap(arena.base, arena.len);
+                } else if let Some(size) = size {
+                    // Nothing is served from a retired arena again: a freed block's
+                    // whole pages go back to the kernel at once.
+                    let end = offset.saturating_add(size);
+                    release_pages(&self.system, arena.base, offset, end);
                 }
                 true
             }
@@ -260,13 +288,13 @@ impl<S: System> Pool<S> {
             "memplan pool: iteration found ({} requests); training a plan",
             period.events.len()
         ));
-        let planner = self.config.planner.clone();
+        let method = self.config.method.clone();
         let job = if self.config.train_inline {
-            Job::Done(online::train_with(&period, &planner))
+            Job::Done(online::train_with(&period, &method))
         } else {
             let spawned = std::thread::Builder::new()
                 .name("memplan-pool-train".into())
-                .spawn(move || online::train_with(&period, &planner));
+                .spawn(move || online::train_with(&period, &method));
             match spawned {
                 Ok(handle) => Job::Thread(handle),
                 Err(_) => Job::Done(None),
@@ -328,10 +356,17 @@ impl<S: System> Pool<S> {
         self.phase = Phase::Serving;
     }
 
+    /// Keeps a replaced arena until its last block is freed, giving back every page no
+    /// live block touches now (and each block's pages when it is freed): a program that
+    /// changed (a new batch size) does not hold the old arena's memory and the new
+    /// iterations' at once.
     fn retire(&mut self, arena: Arena) {
         if arena.server.live_blocks() == 0 {
             self.system.unmap(arena.base, arena.len);
         } else {
+            for (start, end) in arena.server.free_ranges(arena.len as u64) {
+                release_pages(&self.system, arena.base, start, end);
+            }
             self.retired.push(arena);
         }
     }
@@ -357,8 +392,8 @@ impl<S: System> Pool<S> {
             100.0 * s.hits as f64 / s.requests as f64
         };
         format!(
-            "memplan pool: {} large requests (>= {} B), {} served from the arena ({rate:.1}%), {} by the system; {} plans, {} relearned; arena {} B (bound {} B)",
-            s.requests, self.config.threshold, s.hits, s.system, s.plans, s.relearned, s.arena, s.lower_bound
+            "memplan pool: {} large requests (>= {} B), {} served from the arena ({rate:.1}%, {} of them misses of the plan), {} by the system; {} plans, {} relearned; arena {} B (bound {} B)",
+            s.requests, self.config.threshold, s.hits, s.fallbacks, s.system, s.plans, s.relearned, s.arena, s.lower_bound
         )
     }
 }

@@ -10,6 +10,7 @@ use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
+use memplan_pool::online::Method;
 use memplan_pool::process::{Config, Pool, System};
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
@@ -28,6 +29,8 @@ static REAL_MEMALIGN: AtomicUsize = AtomicUsize::new(0);
 static REAL_USABLE: AtomicUsize = AtomicUsize::new(0);
 /// glibc's `malloc_trim`, when the system allocator has one (0 otherwise).
 static REAL_TRIM: AtomicUsize = AtomicUsize::new(0);
+/// glibc's `mallopt`, when the system allocator has one (0 otherwise).
+static REAL_MALLOPT: AtomicUsize = AtomicUsize::new(0);
 
 /// 0: not started, 1: resolving the system's functions, 2: ready.
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -90,6 +93,7 @@ fn init() {
     resolve(c"memalign", &REAL_MEMALIGN);
     resolve(c"malloc_usable_size", &REAL_USABLE);
     resolve(c"malloc_trim", &REAL_TRIM);
+    resolve(c"mallopt", &REAL_MALLOPT);
     STATE.store(2, Ordering::Release);
     setup_pool();
 }
@@ -244,6 +248,11 @@ impl System for RealSystem {
         // SAFETY: `addr..addr+len` is a whole mapping made by `map`, with no live block.
         unsafe { libc::munmap(addr as *mut c_void, len) };
     }
+    fn release(&self, addr: usize, len: usize) {
+        // SAFETY: `addr..addr+len` is a page-aligned part of an arena mapping holding no
+        // live block; MADV_DONTNEED drops its pages, which read as zeros if touched again.
+        unsafe { libc::madvise(addr as *mut c_void, len, libc::MADV_DONTNEED) };
+    }
     fn trim(&self) {
         let f = REAL_TRIM.load(Ordering::Relaxed);
         if f != 0 {
@@ -337,7 +346,29 @@ fn setup_pool() {
         config.threshold = t;
     }
     if let Ok(p) = std::env::var("MEMPLAN_POOL_PLANNER") {
-        config.planner = p;
+        config.method = Method::Offsets(p);
+    }
+    if let Ok(text) = std::env::var("MEMPLAN_POOL_PLAN") {
+        match Method::parse(&text) {
+            Ok(method) => config.method = method,
+            Err(e) => {
+                stderr_line(&format!(
+                    "memplan pool: MEMPLAN_POOL_PLAN: {e}; the pool is off"
+                ));
+                return;
+            }
+        }
+    }
+    let unplanned = std::env::var("MEMPLAN_POOL_UNPLANNED").unwrap_or_default();
+    match unplanned.as_str() {
+        "" | "mmap" => map_unplanned(config.threshold),
+        "heap" => {}
+        other => {
+            stderr_line(&format!(
+                "memplan pool: MEMPLAN_POOL_UNPLANNED: `{other}` is neither `mmap` nor `heap`; the pool is off"
+            ));
+            return;
+        }
     }
     let mut pool = Pool::new(RealSystem, config);
     if env_flag("MEMPLAN_POOL_LOG") {
@@ -355,6 +386,28 @@ fn setup_pool() {
         if env_flag("MEMPLAN_POOL_SUMMARY") {
             libc::atexit(summary_at_exit);
         }
+    }
+}
+
+/// Has the system allocator map every request of at least `threshold` bytes on its own
+/// and unmap it when freed (glibc: `mallopt(M_MMAP_THRESHOLD)`, which also stops glibc
+/// from raising the threshold by itself), so that the large requests the pool leaves to
+/// it (learning iterations, misses) hold exactly their own pages, never a heap
+/// fragmented around them. Nothing happens under an allocator without `mallopt`.
+fn map_unplanned(threshold: usize) {
+    const M_MMAP_THRESHOLD: c_int = -3;
+    let f = REAL_MALLOPT.load(Ordering::Relaxed);
+    let Ok(value) = c_int::try_from(threshold) else {
+        return;
+    };
+    if f != 0 {
+        // SAFETY: REAL_MALLOPT holds the system's `int mallopt(int param, int value)`.
+        unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(c_int, c_int) -> c_int>(f)(
+                M_MMAP_THRESHOLD,
+                value,
+            )
+        };
     }
 }
 

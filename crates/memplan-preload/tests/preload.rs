@@ -88,6 +88,35 @@ fn a_repeating_program_is_served_from_the_arena() {
 }
 
 #[test]
+fn the_size_class_plan_serves_a_repeating_program_too() {
+    let script = format!("{PROGRAM}\nrun(40, 0)\nprint(summary())\n");
+    let (out, _) = python(&script, &[("MEMPLAN_POOL_PLAN", "size-classes:4096")]);
+    let hits: u64 = out
+        .split(" served from the arena")
+        .next()
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no hit count in: {out}"));
+    assert!(hits >= 20 * 6, "{out}");
+}
+
+#[test]
+fn a_setting_it_does_not_understand_is_named_and_the_pool_stays_off() {
+    let script = format!("{PROGRAM}\nrun(10, 0)\nprint(repr(summary()))\n");
+    for (key, value) in [
+        ("MEMPLAN_POOL_PLAN", "slabs"),
+        ("MEMPLAN_POOL_UNPLANNED", "sometimes"),
+    ] {
+        let (out, err) = python(&script, &[(key, value)]);
+        assert_eq!(out.trim(), "''");
+        assert!(
+            err.contains(key) && err.contains("the pool is off"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn threads_and_fork_keep_blocks_intact() {
     let script = format!(
         "{PROGRAM}
