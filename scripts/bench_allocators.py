@@ -17,6 +17,9 @@ memplan            ``LD_PRELOAD`` of ``--memplan-lib`` (default
                    ``target/release/libmemplan_preload.so`` in the repo) plus
                    any ``--memplan-env KEY=VALUE``; skipped, with a line
                    saying so, when the file does not exist
+memplan-size-      the same library with ``MEMPLAN_POOL_PLAN=size-classes``:
+classes            the method's size classes as stated instead of an offset
+                   plan
 =================  ==========================================================
 
 For each run it reports the median minor page faults per steady iteration
@@ -75,7 +78,7 @@ LIB_NAMES = {
 APT_PACKAGES = {"tcmalloc": "libtcmalloc-minimal4", "jemalloc": "libjemalloc2",
                 "mimalloc": "libmimalloc2.0"}
 ALL_ALLOCATORS = ("glibc", "glibc-tuned", "tcmalloc", "jemalloc", "mimalloc",
-                  "memplan")
+                  "memplan", "memplan-size-classes")
 # Variables that would change the allocator or its tuning behind our back.
 SCRUB_ENV = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX",
              "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
@@ -168,7 +171,7 @@ def allocator_configs(args):
             else:
                 path = os.path.abspath(path)
                 out.append((name, {"LD_PRELOAD": path}, path, None))
-        elif name == "memplan":
+        elif name in ("memplan", "memplan-size-classes"):
             path = args.memplan_lib
             if not os.path.isabs(path):
                 path = os.path.join(REPO, path)
@@ -178,6 +181,8 @@ def allocator_configs(args):
                             "pass --memplan-lib PATH)" % path))
             else:
                 env = {"LD_PRELOAD": path}
+                if name == "memplan-size-classes":
+                    env["MEMPLAN_POOL_PLAN"] = "size-classes"
                 for kv in args.memplan_env:
                     k, v = kv.split("=", 1)
                     env[k] = v
@@ -423,7 +428,7 @@ def render_table(rows, args, notes):
                "just before the first iteration (model built), i.e. what training added.")
     for r in rows:
         if "memplan_pool_active" in r or r.get("memplan_pool_summary"):
-            if r["allocator"] in ("memplan",) or r.get("memplan_pool_active"):
+            if r["allocator"].startswith("memplan") or r.get("memplan_pool_active"):
                 out.append("")
                 out.append("memplan pool, %s / %s: active=%s; %s" % (
                     r["scenario"], r["model"], r.get("memplan_pool_active"),
