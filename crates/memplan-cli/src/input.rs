@@ -76,16 +76,9 @@ impl FileKind {
     }
 }
 
-/// Reads a whole file as UTF-8 text.
+/// Reads a whole file as UTF-8 text, at most [`memplan::io::file::MAX_TEXT_BYTES`].
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read '{}'", path.display()))?;
-    String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "'{}' is not UTF-8 text (invalid byte at position {}); memplan reads minimalloc CSV, graph JSON and plan JSON files",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        )
-    })
+    Ok(memplan::io::file::read_text(path)?)
 }
 
 /// Reads a graph from a graph JSON (`.json`) or ONNX (`.onnx`) file.

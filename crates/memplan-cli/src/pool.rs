@@ -796,8 +796,7 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
     let pool_plan: Option<Plan> =
         match (kind, &args.plan) {
             (AllocatorKind::Pool, Some(plan_path)) => {
-                let text = std::fs::read_to_string(plan_path)
-                    .with_context(|| format!("cannot read '{}'", plan_path.display()))?;
+                let text = memplan::io::file::read_text(plan_path)?;
                 Some(serde_json::from_str::<Plan>(&text).with_context(|| {
                     format!("'{}' is not a pool plan JSON", plan_path.display())
                 })?)

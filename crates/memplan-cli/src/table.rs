@@ -1,7 +1,10 @@
 //! Plain-text tables and number formatting for people.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 use std::time::Duration;
+
+use memplan::render::{pad, printable, Align};
 
 /// `1048576 B (1.00 MiB)`; below 1 KiB just `12 B`.
 pub fn bytes(n: u64) -> String {
@@ -27,18 +30,32 @@ pub fn millis(d: Duration) -> String {
 
 /// Left-aligned `key  value` lines with the keys padded to one width.
 pub fn key_values(rows: &[(&str, String)]) -> String {
-    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     for (key, value) in rows {
-        let _ = writeln!(out, "{key:<width$}  {value}");
+        let _ = writeln!(
+            out,
+            "{}  {}",
+            pad(key, width, Align::Left),
+            printable(value)
+        );
     }
     out
 }
 
 /// A table with a header row; the first column left-aligned, the others right-aligned.
+/// Control characters in cells are escaped; any cell width works.
 pub fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
+    let rows: Vec<Vec<Cow<str>>> = rows
+        .iter()
+        .map(|row| row.iter().map(|c| printable(c)).collect())
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -46,18 +63,16 @@ pub fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     let mut line = |cells: &mut dyn Iterator<Item = &str>| {
         let mut text = String::new();
-        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
-            if i == 0 {
-                let _ = write!(text, "  {cell:<w$}");
-            } else {
-                let _ = write!(text, "  {cell:>w$}");
-            }
+        for (i, (cell, &w)) in cells.zip(&widths).enumerate() {
+            let align = if i == 0 { Align::Left } else { Align::Right };
+            text.push_str("  ");
+            text.push_str(&pad(cell, w, align));
         }
         let _ = writeln!(out, "{}", text.trim_end());
     };
     line(&mut header.iter().copied());
-    for row in rows {
-        line(&mut row.iter().map(String::as_str));
+    for row in &rows {
+        line(&mut row.iter().map(|c| c.as_ref()));
     }
     out
 }

@@ -225,18 +225,21 @@ impl Builder {
     }
 }
 
+/// The largest trace file read: 4 GiB (about 250 million replay records).
+pub const MAX_TRACE_BYTES: u64 = 4 << 30;
+
 impl Trace {
     /// Reads a trace file, choosing the format by extension (`.bin` is a replay stream,
     /// anything else CSV). Bin iterations are numbered from `first_iteration`.
     pub fn read(path: &Path, first_iteration: u64) -> Result<Trace, TraceError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| error(path, Location::File, None, format!("cannot read: {e}")))?;
+        use memplan::io::file;
+        let failed = |e: file::FileError| error(path, Location::File, None, e.to_string());
         if path.extension().is_some_and(|ext| ext == "bin") {
+            let bytes = file::read_bytes(path, MAX_TRACE_BYTES).map_err(failed)?;
             Trace::from_bin(path, &bytes, first_iteration)
         } else {
-            let text = std::str::from_utf8(&bytes)
-                .map_err(|e| error(path, Location::File, None, format!("not UTF-8: {e}")))?;
-            Trace::from_csv(path, text)
+            let text = file::read_text_capped(path, MAX_TRACE_BYTES).map_err(failed)?;
+            Trace::from_csv(path, &text)
         }
     }
 

@@ -135,11 +135,8 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
         String::from_utf8_lossy(&scale).trim_end()
     );
     if buffers.len() <= LEGEND {
-        let name_w = buffers
-            .iter()
-            .map(|b| b.name.chars().count())
-            .max()
-            .unwrap_or(0);
+        let names: Vec<_> = buffers.iter().map(|b| super::printable(&b.name)).collect();
+        let name_w = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
         let size_w = buffers
             .iter()
             .map(|b| b.size.to_string().len())
@@ -153,9 +150,9 @@ pub fn render(scene: &Scene<'_>, bound: Option<u64>) -> String {
         for (i, b) in buffers.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "  {}  {:<name_w$}  {:>size_w$} B  {:<life_w$}  offset {}",
+                "  {}  {}  {:>size_w$} B  {:<life_w$}  offset {}",
                 SYMBOLS[i] as char,
-                b.name,
+                super::pad(&names[i], name_w, super::Align::Left),
                 b.size,
                 b.lifetime.to_string(),
                 placement(scene, i, b.size)

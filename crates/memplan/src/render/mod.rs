@@ -22,8 +22,49 @@
 pub mod ascii;
 pub mod svg;
 
+use std::borrow::Cow;
+
 use crate::plan::Plan;
 use crate::problem::Problem;
+
+/// `text` with its control characters escaped as Rust does (`\n`, `\u{1b}`), so that a
+/// name cannot move the cursor, clear the screen or break a table's lines.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Where [`pad`] puts the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// `text` padded with spaces to `width` characters. Unlike `format!("{:<w$}")`, which
+/// panics for widths above 65,535, any width works.
+pub fn pad(text: &str, width: usize, align: Align) -> String {
+    let fill = width.saturating_sub(text.chars().count());
+    let mut out = String::with_capacity(text.len() + fill);
+    if align == Align::Right {
+        out.extend(std::iter::repeat_n(' ', fill));
+    }
+    out.push_str(text);
+    if align == Align::Left {
+        out.extend(std::iter::repeat_n(' ', fill));
+    }
+    out
+}
 
 /// What a picture shows: a problem, a plan for it and what to call it.
 #[derive(Clone, Copy, Debug)]

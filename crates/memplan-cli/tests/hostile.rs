@@ -1,0 +1,78 @@
+//! Hostile inputs to the `memplan` binary (issue #18): each must end in a clear error or
+//! a correct answer, never a panic, a hang or unbounded reading.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn memplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .output()
+        .expect("the memplan binary runs")
+}
+
+/// A scratch file under the target directory, unique to this test.
+fn scratch(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hostile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn no_panic(out: &Output, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("panicked") && out.status.code() != Some(101),
+        "{what}: {err}"
+    );
+}
+
+#[test]
+fn names_of_any_length_print_in_every_format() {
+    let long = "n".repeat(70_000);
+    let csv = format!("id,size,lower,upper\n{long},100,0,2\nb,50,1,3\n");
+    let path = scratch("long_names.csv", csv.as_bytes());
+    let path = path.to_str().unwrap();
+    for format in ["table", "ascii", "json", "csv"] {
+        let out = memplan(&["plan", path, "--format", format]);
+        no_panic(&out, format);
+        assert!(out.status.success(), "{format}");
+    }
+    for command in ["inspect", "bound"] {
+        no_panic(&memplan(&[command, path]), command);
+    }
+}
+
+#[test]
+fn control_characters_in_names_are_escaped_on_the_terminal() {
+    let path = scratch("control.csv", b"id,size,lower,upper\na\x1b[2Jb,10,0,2\n");
+    let path = path.to_str().unwrap();
+    for format in ["table", "ascii"] {
+        let out = memplan(&["plan", path, "--format", format]);
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains('\x1b'), "{format}: raw escape in {text:?}");
+        assert!(text.contains("a\\u{1b}[2Jb"), "{format}: {text}");
+    }
+}
+
+#[test]
+fn an_endless_input_fails_at_once() {
+    if !std::path::Path::new("/dev/zero").exists() {
+        eprintln!("skipped: no /dev/zero here");
+        return;
+    }
+    // (`inspect` takes graphs only and refuses the name before reading.)
+    for command in ["plan", "bound", "check"] {
+        let mut args = vec![command, "/dev/zero"];
+        if command == "check" {
+            args.push("/dev/zero");
+        }
+        let out = memplan(&args);
+        no_panic(&out, command);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(err.contains("/dev/zero") && err.contains("NUL byte"), "{command}: {err}");
+    }
+}

@@ -1,0 +1,128 @@
+//! Reading input files with a size cap: every reader of memplan goes through here, so no
+//! input (a huge file, `/dev/zero`, a FIFO that never ends) can make memplan read without
+//! bound.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The largest text input read (CSV, graph JSON, plan JSON, traces): 1 GiB, about ten
+/// times a 10^7-buffer minimalloc CSV.
+pub const MAX_TEXT_BYTES: u64 = 1 << 30;
+
+/// Why a file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The operating system refused.
+    #[error("cannot read '{}': {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// More bytes than the reader accepts.
+    #[error("'{}' is larger than {limit} bytes, the most memplan reads from one input; split the input or check that this is the file you meant", path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
+    /// A text input holds a NUL byte or is not UTF-8.
+    #[error("'{}' is not UTF-8 text ({what} at byte {offset}); memplan reads minimalloc CSV, graph JSON, plan JSON and trace CSV as text", path.display())]
+    NotText {
+        path: PathBuf,
+        what: &'static str,
+        offset: u64,
+    },
+}
+
+/// Reads at most `limit` bytes of `path`; a longer input is an error, found after reading
+/// `limit + 1` bytes, never more. `check` sees each chunk as it arrives (with its offset)
+/// and may stop the reading with an error.
+fn read_with(
+    path: &Path,
+    limit: u64,
+    mut check: impl FnMut(&[u8], u64) -> Result<(), FileError>,
+) -> Result<Vec<u8>, FileError> {
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let hint = file.metadata().map(|m| m.len()).unwrap_or(0).min(limit);
+    let mut bytes = Vec::with_capacity(hint as usize);
+    let mut reader = file.take(limit.saturating_add(1));
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        check(&chunk[..n], bytes.len() as u64)?;
+        bytes.extend_from_slice(&chunk[..n]);
+        if bytes.len() as u64 > limit {
+            return Err(FileError::TooLarge {
+                path: path.to_path_buf(),
+                limit,
+            });
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads a binary input of at most `limit` bytes.
+pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    read_with(path, limit, |_, _| Ok(()))
+}
+
+/// Reads a text input of at most [`MAX_TEXT_BYTES`]: UTF-8 without NUL bytes. A NUL
+/// stops the reading at once (`/dev/zero` fails in the first 64 KiB).
+pub fn read_text(path: &Path) -> Result<String, FileError> {
+    read_text_capped(path, MAX_TEXT_BYTES)
+}
+
+/// [`read_text`] with another cap.
+pub fn read_text_capped(path: &Path, limit: u64) -> Result<String, FileError> {
+    let bytes = read_with(path, limit, |chunk, offset| {
+        match chunk.iter().position(|&b| b == 0) {
+            Some(at) => Err(FileError::NotText {
+                path: path.to_path_buf(),
+                what: "a NUL byte",
+                offset: offset + at as u64,
+            }),
+            None => Ok(()),
+        }
+    })?;
+    String::from_utf8(bytes).map_err(|e| FileError::NotText {
+        path: path.to_path_buf(),
+        what: "an invalid UTF-8 sequence",
+        offset: e.utf8_error().valid_up_to() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_zero_fails_at_the_first_nul_and_caps_hold() {
+        let zero = Path::new("/dev/zero");
+        if zero.exists() {
+            let e = read_text(zero).unwrap_err();
+            assert!(e.to_string().contains("NUL byte at byte 0"), "{e}");
+            let e = read_bytes(zero, 1 << 20).unwrap_err();
+            assert!(matches!(e, FileError::TooLarge { limit, .. } if limit == 1 << 20));
+        }
+        let dir = std::env::temp_dir().join(format!("memplan-file-{}", std::process::id()));
+        std::fs::write(&dir, "a,b\n1,2\n").unwrap();
+        assert_eq!(read_text(&dir).unwrap(), "a,b\n1,2\n");
+        assert!(matches!(
+            read_text_capped(&dir, 4).unwrap_err(),
+            FileError::TooLarge { .. }
+        ));
+        assert_eq!(read_text_capped(&dir, 8).unwrap().len(), 8);
+        std::fs::write(&dir, b"ok\xff").unwrap();
+        let e = read_text(&dir).unwrap_err().to_string();
+        assert!(e.contains("invalid UTF-8 sequence at byte 2"), "{e}");
+        std::fs::remove_file(&dir).unwrap();
+        let e = read_text(&dir).unwrap_err().to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+}
