@@ -57,11 +57,11 @@ pub fn pad(text: &str, width: usize, align: Align) -> String {
     let fill = width.saturating_sub(text.chars().count());
     let mut out = String::with_capacity(text.len() + fill);
     if align == Align::Right {
-        out.extend(std::iter::repeat_n(' ', fill));
+        out.push_str(&" ".repeat(fill));
     }
     out.push_str(text);
     if align == Align::Left {
-        out.extend(std::iter::repeat_n(' ', fill));
+        out.push_str(&" ".repeat(fill));
     }
     out
 }
