@@ -73,6 +73,9 @@ fn an_endless_input_fails_at_once() {
         no_panic(&out, command);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command}: {err}");
-        assert!(err.contains("/dev/zero") && err.contains("NUL byte"), "{command}: {err}");
+        assert!(
+            err.contains("/dev/zero") && err.contains("NUL byte"),
+            "{command}: {err}"
+        );
     }
 }

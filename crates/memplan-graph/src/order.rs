@@ -73,10 +73,27 @@ pub enum OrderError {
     },
 }
 
+/// `'a' -> 'b' -> 'c'`; a long cycle shows its first [`CYCLE_SHOWN`] nodes and the count
+/// of the rest, so that a 100,000-node cycle stays a readable message.
 fn quoted(names: &[String]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
-    quoted.join(" -> ")
+    let quoted: Vec<String> = names
+        .iter()
+        .take(CYCLE_SHOWN)
+        .map(|n| format!("'{n}'"))
+        .collect();
+    let mut text = quoted.join(" -> ");
+    if names.len() > CYCLE_SHOWN {
+        text.push_str(&format!(
+            " -> … ({} more, {} in all)",
+            names.len() - CYCLE_SHOWN,
+            names.len()
+        ));
+    }
+    text
 }
+
+/// Nodes of a cycle named in its error message.
+const CYCLE_SHOWN: usize = 12;
 
 /// For each value (indexed by [`ValueId::index`]), whether it is present before the first
 /// node runs: graph inputs, weights and constants that no node produces.
@@ -355,6 +372,33 @@ mod tests {
                 nodes: vec!["self".into()]
             }
         );
+    }
+
+    #[test]
+    fn a_long_cycle_is_a_readable_message() {
+        let n = 100_000;
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        let values: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
+        let nodes: Vec<(&str, Vec<&str>, Vec<&str>)> = (0..n)
+            .map(|i| {
+                let input = values[(i + n - 1) % n].as_str();
+                (names[i].as_str(), vec![input], vec![values[i].as_str()])
+            })
+            .collect();
+        let triples: Vec<(&str, &[&str], &[&str])> = nodes
+            .iter()
+            .map(|(name, i, o)| (*name, i.as_slice(), o.as_slice()))
+            .collect();
+        let message = execution_order(&graph(&triples), Order::Topological)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.len() < 600,
+            "{} bytes: {}",
+            message.len(),
+            &message[..600]
+        );
+        assert!(message.contains("99988 more, 100000 in all"), "{message}");
     }
 
     #[test]
