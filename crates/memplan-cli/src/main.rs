@@ -389,8 +389,24 @@ enum ReportFormat {
     Json,
 }
 
+/// The command line with negative numbers taken as values in every subcommand, so that
+/// `--time-limit -5` is refused by the flag's own parser, naming the flag, instead of
+/// being read as an unknown option `-5`.
+fn command_line() -> clap::Command {
+    fn allow_negative(command: clap::Command) -> clap::Command {
+        command
+            .allow_negative_numbers(true)
+            .mut_subcommands(allow_negative)
+    }
+    allow_negative(<Cli as clap::CommandFactory>::command())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command_line().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Plan {
             file,

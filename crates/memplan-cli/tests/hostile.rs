@@ -79,3 +79,39 @@ fn an_endless_input_fails_at_once() {
         );
     }
 }
+
+#[test]
+fn negative_numbers_for_numeric_flags_name_the_flag() {
+    let cases: &[&[&str]] = &[
+        &[
+            "plan",
+            "examples/small.csv",
+            "--planner",
+            "search",
+            "--time-limit",
+            "-5",
+        ],
+        &["plan", "examples/small.csv", "--alignment", "-64"],
+        &["plan", "examples/small.csv", "--threads", "-1"],
+        &["bench", "examples/small.csv", "--repeat", "-3"],
+    ];
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for args in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
+            .args(*args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        no_panic(&out, args[3]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let flag = args
+            .iter()
+            .find(|a| a.starts_with("--") && **a != "--planner")
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(flag),
+            "{args:?}: error does not name {flag}: {err}"
+        );
+    }
+}
