@@ -104,13 +104,13 @@ impl Importer<'_> {
         let size = dtype.size_bytes().unwrap_or(0) as usize;
         let raw = &t.raw_data;
         let data = if !raw.is_empty() {
-            if raw.len() != n * size {
+            let need = memplan_graph::ir::shape_bytes(dtype, &[n as u64]).unwrap_or(0);
+            if raw.len() as u64 != need {
                 return Err(self.value_err(
                     name,
                     format!(
-                        "raw_data has {} bytes but {n} elements of {dtype} need {}",
+                        "raw_data has {} bytes but {n} elements of {dtype} need {need}",
                         raw.len(),
-                        n * size
                     ),
                 ));
             }
@@ -130,6 +130,9 @@ impl Importer<'_> {
                         .collect(),
                 ),
                 DType::Double => Data::Floats((0..n).map(|i| f64::from_bits(le(i, 8))).collect()),
+                DType::Float16 => {
+                    Data::Floats((0..n).map(|i| half_to_f64(le(i, 2) as u16)).collect())
+                }
                 DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => {
                     Data::Ints((0..n).map(|i| sext(le(i, size), size)).collect())
                 }
@@ -161,6 +164,13 @@ impl Importer<'_> {
                     t.float_data.iter().map(|&v| f64::from(v)).collect(),
                 )),
                 DType::Double => Some(Data::Floats(t.double_data.clone())),
+                // FLOAT16 typed data sits in int32_data, one element (its bits) each.
+                DType::Float16 => Some(Data::Floats(
+                    t.int32_data
+                        .iter()
+                        .map(|&v| half_to_f64(v as u16))
+                        .collect(),
+                )),
                 _ => None,
             };
             match d {
@@ -229,6 +239,34 @@ impl Importer<'_> {
     }
 }
 
+/// True when `op`'s output contents never decrease as the inputs in `slots` grow (on the
+/// non-negative values shapes hold): folded values computed from upper bounds through such
+/// an operator are upper bounds too.
+fn monotone(op: &str, slots: &[usize]) -> bool {
+    match op {
+        "Shape" | "Size" | "Identity" | "Cast" | "Gather" | "Concat" | "Unsqueeze" | "Squeeze"
+        | "Slice" | "Reshape" | "Flatten" | "Expand" | "Tile" | "Transpose" | "Min" | "Max"
+        | "Add" | "Mul" | "Sum" | "ReduceMax" | "ReduceMin" | "ReduceSum" | "ReduceProd"
+        | "Ceil" | "Floor" | "Round" | "Sqrt" | "Relu" | "Clip" => true,
+        // Growing in the dividend / minuend only.
+        "Div" | "Sub" => slots == [0],
+        _ => false,
+    }
+}
+
+/// IEEE 754 half precision bits to `f64` (subnormals, infinities and NaN included).
+fn half_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let frac = f64::from(h & 0x3ff);
+    sign * match exp {
+        0 => frac * 2f64.powi(-24),
+        31 if frac == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        e => (1.0 + frac / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
 /// The value a `Constant` node defines (opset 1..=19 attribute forms).
 fn constant_value(node: &str, attrs: &BTreeMap<String, Attribute>) -> Result<Info, String> {
     let _ = node;
@@ -278,7 +316,8 @@ pub fn import_model(
     let mut origin: HashMap<&str, Origin> = HashMap::new();
     let mut facts: HashMap<&str, Info> = HashMap::new();
 
-    // Initialisers: shapes always, contents only of small inline integer tensors.
+    // Initialisers: shapes always, contents of small inline tensors (integer shape operands,
+    // float scales of Resize, Range limits, …).
     for t in &g.initializer {
         if origin
             .insert(t.name.as_str(), Origin::Initializer)
@@ -286,7 +325,7 @@ pub fn import_model(
         {
             return Err(imp.value_err(&t.name, "two initialisers have this name"));
         }
-        let info = imp.tensor(t, &t.name, |d| !d.is_float())?;
+        let info = imp.tensor(t, &t.name, |_| true)?;
         facts.insert(t.name.as_str(), info);
     }
 
@@ -297,7 +336,43 @@ pub fn import_model(
     for vi in &g.input {
         let name = vi.name.as_str();
         match origin.get(name) {
-            Some(Origin::Initializer) => continue,
+            Some(Origin::Initializer) => {
+                // Old opsets list initialisers among the inputs; the declared type must be
+                // the initialiser's, or the file contradicts itself.
+                let init = &facts[name];
+                let tt = vi.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
+                if let Some(tt) = tt {
+                    let declared: Option<Vec<i64>> = tt.shape.as_ref().map(|sp| {
+                        sp.dim
+                            .iter()
+                            .map(|d| match &d.value {
+                                Some(DimensionValue::DimValue(v)) => *v,
+                                _ => -1,
+                            })
+                            .collect()
+                    });
+                    let shape_clash = declared.as_ref().is_some_and(|d| {
+                        d.len() != init.shape.len()
+                            || d.iter()
+                                .zip(&init.shape)
+                                .any(|(&a, &b)| a >= 0 && a as u64 != b)
+                    });
+                    let type_clash = tt.elem_type != 0 && tt.elem_type != init.dtype.onnx_code();
+                    if shape_clash || type_clash {
+                        return Err(imp.value_err(
+                            name,
+                            format!(
+                                "it is a graph input declared as {} {:?} and an initialiser of {} {:?}; one name cannot be both (rename one, or make the input's type the initialiser's)",
+                                DType::from_onnx_code(tt.elem_type).map_or("an unknown type".to_string(), |t| t.to_string()),
+                                declared.unwrap_or_default(),
+                                init.dtype,
+                                init.shape
+                            ),
+                        ));
+                    }
+                }
+                continue;
+            }
             Some(_) => return Err(imp.value_err(name, "two graph inputs have this name")),
             None => {}
         }
@@ -497,15 +572,6 @@ pub fn import_model(
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
         } else {
-            if !(n.domain.is_empty() || n.domain == "ai.onnx") {
-                return Err(OnnxError::UnknownOperator {
-                    source_name: source.into(),
-                    node: node_label(i),
-                    op: n.op_type.clone(),
-                    domain: format!(" in domain '{}'", n.domain),
-                    why: "only the default ONNX domain is supported".into(),
-                });
-            }
             let ins: Vec<Option<&Info>> = n
                 .input
                 .iter()
@@ -519,11 +585,13 @@ pub fn import_model(
                 .collect();
             let ctx = Ctx {
                 op: &n.op_type,
+                domain: &n.domain,
                 input_names: &n.input,
                 inputs: &ins,
                 attrs: &attrs[i],
                 n_outputs: n.output.len(),
                 opset,
+                max_dim: options.max_dim,
             };
             match infer::infer_node(&ctx) {
                 Ok(o) => o,
@@ -533,7 +601,11 @@ pub fn import_model(
                         source_name: source.into(),
                         node: node_label(i),
                         op: n.op_type.clone(),
-                        domain: String::new(),
+                        domain: if n.domain.is_empty() || n.domain == "ai.onnx" {
+                            String::new()
+                        } else {
+                            format!(" in domain '{}'", n.domain)
+                        },
                         why,
                     })
                 }
@@ -551,12 +623,35 @@ pub fn import_model(
                     outs.len()
                 )));
             };
+            let mut info = info.clone();
+            // A value computed from a bounded one is bounded too. Its folded contents (a
+            // shape value holding the bound) stay only through operators that never turn a
+            // larger input into a smaller output; any other leaves them unknown, so that no
+            // size is ever planned below the real one.
+            let bounded_slots: Vec<usize> = n
+                .input
+                .iter()
+                .enumerate()
+                .filter(|(_, inp)| facts.get(inp.as_str()).is_some_and(|f| f.bound.is_some()))
+                .map(|(s, _)| s)
+                .collect();
+            if let Some(&first) = bounded_slots.first() {
+                if info.bound.is_none() {
+                    info.bound = Some(format!(
+                        "computed from the bounded value '{}'",
+                        n.input[first]
+                    ));
+                }
+                if info.data.is_some() && !monotone(&n.op_type, &bounded_slots) {
+                    info.data = None;
+                }
+            }
             if info.dtype == DType::String {
                 return Err(fail(format!(
                     "output '{out}' is a STRING tensor, which has no fixed size"
                 )));
             }
-            facts.insert(out.as_str(), info.clone());
+            facts.insert(out.as_str(), info);
         }
         for &u in &users[i] {
             waiting[u] -= 1;
@@ -618,6 +713,9 @@ pub fn import_model(
         let id = graph.add_value(v).map_err(|e| imp.graph_err(e))?;
         if let Some(d) = &info.data {
             graph.set_data(id, Some(d.to_tensor_data()));
+        }
+        if let Some(why) = &info.bound {
+            graph.set_bounded(id, why.clone());
         }
         Ok(id)
     };

@@ -32,6 +32,7 @@ mod error;
 pub mod fold;
 mod import;
 pub mod infer;
+pub mod ops;
 pub mod proto;
 
 #[cfg(feature = "fuzzing")]
@@ -47,6 +48,12 @@ pub struct ImportOptions {
     pub input_shapes: BTreeMap<String, Vec<u64>>,
     /// Values of named (`dim_param`) dims by name (`--dim batch=1`).
     pub dims: BTreeMap<String, u64>,
+    /// Upper bound for a data-dependent dim that the graph itself does not bound
+    /// (`--max-dim`): a `Range` or `ConstantOfShape` whose operands are runtime values, a
+    /// `Loop` whose trip count is. Sizes the graph bounds (NonZero, NonMaxSuppression, TopK,
+    /// Unique, Compress) never need it. Values planned at a bound are listed by
+    /// `Graph::bounded`.
+    pub max_dim: Option<u64>,
 }
 
 /// Parses `NAME=1x3x224x224` (a scalar is `NAME=`). The name may contain `=`; the last `=`

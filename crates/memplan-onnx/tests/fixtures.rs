@@ -1,0 +1,168 @@
+//! The small models of `tests/data/ops/`, written by `scripts/onnx_fixtures.py` (quantized by
+//! onnxruntime's quantizer, fused transformer operators, recurrent layers, detection
+//! post-processing, shape sub-graphs, local functions, control flow), against the
+//! `<name>.ref.json` the script took from onnxruntime runs: every activation tensor's dtype,
+//! shape, bytes and file-order lifetime, the same tensor set, the data-dependent tensors
+//! marked as planned at an upper bound, and a plan of the whole graph accepted by the
+//! checker.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use memplan::checker;
+use memplan::planner;
+use memplan_graph::analysis::{analyse, Options};
+use memplan_graph::order::Order;
+use memplan_onnx::{import_file, ImportOptions};
+
+fn dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ops"))
+}
+
+type Row = (String, Vec<u64>, u64, u64, u64, bool);
+
+fn reference(name: &str) -> (usize, BTreeMap<String, Row>) {
+    let text = std::fs::read_to_string(dir().join(format!("{name}.ref.json"))).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut rows = BTreeMap::new();
+    for (k, v) in json["tensors"].as_object().unwrap() {
+        let shape = v["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        rows.insert(
+            k.clone(),
+            (
+                v["dtype"].as_str().unwrap().to_string(),
+                shape,
+                v["bytes"].as_u64().unwrap(),
+                v["start"].as_u64().unwrap(),
+                v["end"].as_u64().unwrap(),
+                v["bounded"].as_bool().unwrap(),
+            ),
+        );
+    }
+    (json["nodes"].as_u64().unwrap() as usize, rows)
+}
+
+fn check_with(name: &str, options: &ImportOptions) -> memplan_graph::Graph {
+    let graph = import_file(&dir().join(format!("{name}.onnx")), options)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (nodes, want) = reference(name);
+    assert_eq!(graph.nodes().len(), nodes, "{name}: node count");
+    let analysis = analyse(
+        &graph,
+        Order::File,
+        Options {
+            alias: false,
+            inplace: false,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut got: BTreeMap<String, Row> = BTreeMap::new();
+    for (i, v) in graph.values().iter().enumerate() {
+        if !v.is_activation() {
+            continue;
+        }
+        let id = memplan_graph::ValueId(i as u32);
+        let life = analysis.values[i].lifetime;
+        got.insert(
+            v.name.clone(),
+            (
+                v.dtype.name().to_string(),
+                v.shape.clone().expect("every activation has a shape"),
+                v.bytes,
+                life.map_or(0, |l| l.start),
+                life.map_or(0, |l| l.end),
+                graph.bound_reason(id).is_some(),
+            ),
+        );
+    }
+    let mut bad = Vec::new();
+    for (k, row) in &want {
+        match got.get(k) {
+            Some(g) if g == row => {}
+            Some(g) => bad.push(format!("{k}: got {g:?}, reference {row:?}")),
+            None => bad.push(format!("{k}: missing (reference {row:?})")),
+        }
+    }
+    for k in got.keys().filter(|k| !want.contains_key(*k)) {
+        bad.push(format!("{k}: not in the reference"));
+    }
+    assert!(
+        bad.is_empty(),
+        "{name}: {} of {} tensors differ (dtype, shape, bytes, start, end, bounded):\n{}",
+        bad.len(),
+        want.len(),
+        bad.join("\n")
+    );
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&analysis.problem)
+        .unwrap();
+    let report = checker::check(&analysis.problem, &plan);
+    assert!(report.is_valid(), "{name}: {:?}", report.violations);
+    graph
+}
+
+fn check(name: &str) -> memplan_graph::Graph {
+    check_with(name, &ImportOptions::default())
+}
+
+#[test]
+fn quant_qdq_static() {
+    let g = check("quant_qdq_static");
+    assert!(g.nodes().iter().any(|n| n.op_type == "QuantizeLinear"));
+}
+
+#[test]
+fn quant_qoperator_static() {
+    let g = check("quant_qoperator_static");
+    assert!(g.nodes().iter().any(|n| n.op_type == "QLinearConv"));
+}
+
+#[test]
+fn quant_dynamic() {
+    check("quant_dynamic");
+    check("quant_dynamic_int8");
+}
+
+#[test]
+fn quant_ops() {
+    check("quant_ops");
+}
+
+#[test]
+fn quant_qoperator_ops() {
+    check("quant_qoperator_ops");
+}
+
+#[test]
+fn fused_transformer() {
+    check("fused_transformer");
+}
+
+#[test]
+fn recurrent() {
+    check("recurrent");
+}
+
+#[test]
+fn standard_ops() {
+    check("standard_ops");
+}
+
+#[test]
+fn detection() {
+    let g = check("detection");
+    let nms = g.value_by_name("sel").unwrap();
+    let why = g.bound_reason(nms).unwrap();
+    assert!(why.contains("max_output_boxes_per_class = 4"), "{why}");
+}
+
+#[test]
+fn shape_subgraphs() {
+    check("shape_subgraphs");
+}
