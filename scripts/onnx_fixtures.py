@@ -148,7 +148,7 @@ def lifetimes(g):
     return start, end
 
 
-def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None):
+def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None, ref_model=None):
     """Writes `name.onnx` (stripped) and `name.ref.json`. `ort_model` is run instead of `m`
     when the file memplan reads differs from what onnxruntime can run (never for the
     shapes). `overrides` replaces reference rows (name -> (dtype, shape)) for tensors whose
@@ -158,6 +158,10 @@ def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None):
     feeds = feeds_for(m, feeds)
     got = run_all(ort_model or m, feeds, skip=set(overrides or {}))
     inits = {i.name for i in m.graph.initializer}
+    # The reference's node list: the model's own, or (functions, control flow) the form
+    # memplan imports, which onnxruntime ran above as `ort_model`.
+    file_model = m
+    m = ref_model or m
     start, end = lifetimes(m.graph)
     tensors = {}
     for vi in m.graph.input:
@@ -174,7 +178,7 @@ def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None):
     for k, v in (overrides or {}).items():
         tensors[k] = v
     ref = {
-        "nodes": len(m.graph.node),
+        "nodes": len((ref_model or m).graph.node),
         "tensors": {
             k: {
                 "dtype": helper.tensor_dtype_to_string(d).replace("TensorProto.", ""),
@@ -188,6 +192,7 @@ def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None):
         },
     }
     # Strip: float initialisers of 1 KiB or more become external data without a file.
+    m = file_model
     with tempfile.TemporaryDirectory() as tmp:
         onnx.save_model(
             m, os.path.join(tmp, "m.onnx"), save_as_external_data=True,
@@ -597,11 +602,108 @@ def shape_subgraphs():
     save("shape_subgraphs", model(nodes, [x], outs, inits, opset=18))
 
 
+# ---------------------------------------------------------------- local functions
+
+def inline(m):
+    """The model with its local functions expanded the way memplan names them (calls
+    become their nodes; inner values `<call>/<value>`, inner nodes `<call>/<name>`)."""
+    funcs = {(f.domain, f.name): f for f in m.functions}
+
+    def expand(n, call, out):
+        f = funcs.get((n.domain, n.op_type))
+        if f is None:
+            n2 = onnx.NodeProto()
+            n2.CopyFrom(n)
+            n2.name = call
+            out.append(n2)
+            return
+        ren = {a: b for a, b in zip(f.input, n.input)}
+        for i, o in enumerate(f.output):
+            ren[o] = n.output[i] if i < len(n.output) and n.output[i] else f"{call}/{o}"
+        attrs = {a.name: a for a in n.attribute}
+        defaults = {a.name: a for a in f.attribute_proto}
+        for j, inner in enumerate(f.node):
+            m2 = onnx.NodeProto()
+            m2.CopyFrom(inner)
+            del m2.input[:]
+            del m2.output[:]
+            m2.input.extend([ren.get(v, f"{call}/{v}") if v else "" for v in inner.input])
+            m2.output.extend([ren.get(v, f"{call}/{v}") if v else "" for v in inner.output])
+            del m2.attribute[:]
+            for a in inner.attribute:
+                if not a.ref_attr_name:
+                    m2.attribute.append(a)
+                    continue
+                b = attrs.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                if b is not None:
+                    c = onnx.AttributeProto()
+                    c.CopyFrom(b)
+                    c.name = a.name
+                    c.ref_attr_name = ""
+                    m2.attribute.append(c)
+            inner_name = inner.name or f"{inner.op_type}_{j}"
+            expand(m2, f"{call}/{inner_name}", out)
+
+    out = []
+    for i, n in enumerate(m.graph.node):
+        expand(n, n.name or f"node_{i}", out)
+    g = onnx.GraphProto()
+    g.CopyFrom(m.graph)
+    del g.node[:]
+    g.node.extend(out)
+    m2 = helper.make_model(g, opset_imports=[o for o in m.opset_import if o.domain != "local"])
+    m2.ir_version = m.ir_version
+    return m2
+
+
+def functions():
+    def ref_attr(name, ref, kind):
+        a = onnx.AttributeProto()
+        a.name = name
+        a.ref_attr_name = ref
+        a.type = kind
+        return a
+
+    conv = helper.make_node("Conv", ["X", "W"], ["c"], name="conv")
+    conv.attribute.append(ref_attr("pads", "pads", onnx.AttributeProto.INTS))
+    act = helper.make_node("LeakyRelu", ["c"], ["Y"])
+    act.attribute.append(ref_attr("alpha", "alpha", onnx.AttributeProto.FLOAT))
+    conv_act = helper.make_function(
+        "local", "ConvAct", ["X", "W"], ["Y"], [conv, act],
+        [helper.make_opsetid("", 17)], attributes=["pads"],
+    )
+    conv_act.attribute_proto.append(helper.make_attribute("alpha", 0.2))
+    first = helper.make_node("ConvAct", ["X", "W1"], ["a"], name="first", domain="local",
+                             pads=[1, 1, 1, 1])
+    first.attribute.append(ref_attr("alpha", "alpha", onnx.AttributeProto.FLOAT))
+    second = helper.make_node("ConvAct", ["a", "W2"], ["Y"], name="second", domain="local")
+    second.attribute.append(ref_attr("pads", "pads", onnx.AttributeProto.INTS))
+    block = helper.make_function(
+        "local", "Block", ["X", "W1", "W2"], ["Y"], [first, second],
+        [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)], attributes=["pads", "alpha"],
+    )
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])
+    nodes = [
+        helper.make_node("Block", ["x", "w1", "w2"], ["b"], name="block1", domain="local",
+                         alpha=0.3, pads=[0, 0, 0, 0]),
+        helper.make_node("Relu", ["b"], ["r"], name="relu"),
+        helper.make_node("ConvAct", ["r", "w3"], ["z"], domain="local", pads=[2, 2, 2, 2]),
+    ]
+    inits = [w("w1", [4, 3, 3, 3]), w("w2", [4, 4, 3, 3]), w("w3", [2, 4, 5, 5])]
+    m = model(nodes, [x], [helper.ValueInfoProto(name="z")], inits, opset=17,
+              functions=[conv_act, block], extra_opsets=[helper.make_opsetid("local", 1)])
+    flat = inline(m)
+    # onnxruntime runs the original too: its final output must agree with the inlined form.
+    feeds = feeds_for(m, None)
+    assert run_all(m, feeds)["z"] == run_all(flat, feeds)["z"]
+    save("functions", m, feeds, ort_model=flat, ref_model=flat)
+
+
 def main():
     only = set(sys.argv[1:])
     failed = []
     for f in [quantized, quant_ops, qoperator_extra, fused_transformer, recurrent, standard_ops,
-              detection, shape_subgraphs]:
+              detection, shape_subgraphs, functions]:
         if not only or f.__name__ in only:
             try:
                 f()

@@ -307,6 +307,13 @@ pub fn import_model(
     let g = model.graph.as_ref().ok_or_else(|| OnnxError::NoGraph {
         source_name: source.into(),
     })?;
+    // Local functions are inlined first: their nodes are steps of the graph like any other.
+    let inlined =
+        crate::inline::inline_functions(model).map_err(|message| OnnxError::Function {
+            source_name: source.into(),
+            message,
+        })?;
+    let g = inlined.as_ref().unwrap_or(g);
     let opset = model
         .opset_import
         .iter()

@@ -32,6 +32,7 @@ mod error;
 pub mod fold;
 mod import;
 pub mod infer;
+mod inline;
 pub mod ops;
 pub mod proto;
 

@@ -166,3 +166,33 @@ fn detection() {
 fn shape_subgraphs() {
     check("shape_subgraphs");
 }
+
+#[test]
+fn functions_are_inlined_with_readable_names() {
+    let g = check("functions");
+    let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "block1/first/conv",
+            "block1/first/LeakyRelu_1",
+            "block1/second/conv",
+            "block1/second/LeakyRelu_1",
+            "relu",
+            "node_2/conv",
+            "node_2/LeakyRelu_1"
+        ]
+    );
+    // ref_attr_name: the caller's alpha (0.3) reaches the nested LeakyRelu; the default
+    // (0.2) applies where the caller gives none.
+    let alpha = |node: &str| {
+        let n = &g.nodes()[g.node_by_name(node).unwrap().index()];
+        n.attributes.get("alpha").cloned()
+    };
+    assert!(
+        matches!(alpha("block1/first/LeakyRelu_1"), Some(memplan_graph::Attribute::Float(a)) if (a - 0.3).abs() < 1e-6)
+    );
+    assert!(
+        matches!(alpha("node_2/LeakyRelu_1"), Some(memplan_graph::Attribute::Float(a)) if (a - 0.2).abs() < 1e-6)
+    );
+}
