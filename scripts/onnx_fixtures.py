@@ -129,6 +129,23 @@ def run_all(m, feeds, skip=()):
     return res
 
 
+def outer_reads(g):
+    """Names a sub-graph reads without defining them (nested sub-graphs included): they are
+    read by the node that holds the sub-graph."""
+    defined = {v.name for v in g.input} | {t.name for t in g.initializer}
+    for n in g.node:
+        defined |= set(n.output)
+    out = []
+    for n in g.node:
+        names = list(n.input)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                names += outer_reads(a.g)
+        out += [x for x in names if x and x not in defined and x not in out]
+    out += [o.name for o in g.output if o.name not in defined and o.name not in out]
+    return out
+
+
 def lifetimes(g):
     steps = len(g.node)
     start, end = {}, {}
@@ -140,7 +157,11 @@ def lifetimes(g):
             if o:
                 start[o] = i + 1
                 end[o] = i + 2
-        for x in n.input:
+        reads = list(n.input)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                reads += outer_reads(a.g)
+        for x in reads:
             if x in start:
                 end[x] = max(end[x], i + 2)
     for o in g.output:
@@ -699,11 +720,74 @@ def functions():
     save("functions", m, feeds, ort_model=flat, ref_model=flat)
 
 
+# ---------------------------------------------------------------- control flow
+
+def control_flow():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
+    seq = helper.make_tensor_value_info("seq", TensorProto.FLOAT, [5, 2, 3])
+    f = TensorProto.FLOAT
+    # If with a runtime condition; both branches read outer values (x, w, bias).
+    then_b = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["t0"], name="then_mm"),
+         helper.make_node("Add", ["t0", "bias"], ["t_out"], name="then_add")],
+        "then", [], [helper.make_tensor_value_info("t_out", f, [2, 4])])
+    else_b = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["e0"], name="else_mm"),
+         helper.make_node("Relu", ["e0"], ["e_out"], name="else_relu")],
+        "else", [], [helper.make_tensor_value_info("e_out", f, [2, 4])])
+    # If with a known condition whose branches differ in shape: the taken one counts.
+    big = helper.make_graph(
+        [helper.make_node("Concat", ["x", "x"], ["big_out"], name="big_cat", axis=1)],
+        "big", [], [helper.make_tensor_value_info("big_out", f, [2, 12])])
+    small = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["small_out"], name="small_id")],
+        "small", [], [helper.make_tensor_value_info("small_out", f, [2, 6])])
+    # Loop with a known trip count: a carried value and a scan output; reads w.
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond_pass"),
+         helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="acc_add"),
+         helper.make_node("MatMul", ["acc_out", "w"], ["scan_out"], name="loop_mm")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", f, [2, 6])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", f, [2, 6]),
+         helper.make_tensor_value_info("scan_out", f, [2, 4])])
+    # Scan: a running sum state and a per-step output.
+    scan_body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "elem"], ["s_out"], name="scan_add"),
+         helper.make_node("Mul", ["elem", "elem"], ["sq"], name="scan_sq")],
+        "scan_body",
+        [helper.make_tensor_value_info("s_in", f, [2, 3]),
+         helper.make_tensor_value_info("elem", f, [2, 3])],
+        [helper.make_tensor_value_info("s_out", f, [2, 3]),
+         helper.make_tensor_value_info("sq", f, [2, 3])])
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "zero_f"], ["positive"], name="positive"),
+        helper.make_node("If", ["positive"], ["branch"], name="if_runtime",
+                         then_branch=then_b, else_branch=else_b),
+        helper.make_node("If", ["yes"], ["taken"], name="if_known", then_branch=big,
+                         else_branch=small),
+        helper.make_node("Loop", ["three", "yes", "x"], ["acc", "stacked"], name="loop", body=body),
+        helper.make_node("Scan", ["s0", "seq"], ["s_final", "squares"], name="scan", body=scan_body,
+                         num_scan_inputs=1),
+        helper.make_node("Relu", ["branch"], ["after"], name="after"),
+    ]
+    inits = [
+        w("w", [6, 4]), w("bias", [4]), w("zero_f", [], low=0, high=0), ints("three", 3),
+        numpy_helper.from_array(np.array(True), "yes"), w("s0", [2, 3]),
+    ]
+    outs = [helper.ValueInfoProto(name=n) for n in ["after", "taken", "acc", "stacked", "s_final", "squares"]]
+    save("control_flow", model(nodes, [x, seq], outs, inits, opset=17))
+
+
 def main():
     only = set(sys.argv[1:])
     failed = []
     for f in [quantized, quant_ops, qoperator_extra, fused_transformer, recurrent, standard_ops,
-              detection, shape_subgraphs, functions]:
+              detection, shape_subgraphs, functions, control_flow]:
         if not only or f.__name__ in only:
             try:
                 f()

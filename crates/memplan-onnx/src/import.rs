@@ -11,6 +11,8 @@ use crate::infer::{self, elements, Ctx, Info, NodeError, MAX_FOLD_ELEMENTS};
 use crate::proto::{self, attribute_type as at, DimensionValue, ModelProto, TensorProto};
 use crate::{ImportOptions, OnnxError};
 
+mod control;
+
 /// Where a value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Origin {
@@ -314,6 +316,10 @@ pub fn import_model(
             message,
         })?;
     let g = inlined.as_ref().unwrap_or(g);
+    // Control flow: the outer values a sub-graph reads become extra inputs of its node.
+    let implicit = control::add_implicit_inputs(g);
+    let explicit: Option<&Vec<usize>> = implicit.as_ref().map(|(_, e)| e);
+    let g = implicit.as_ref().map_or(g, |(g2, _)| g2);
     let opset = model
         .opset_import
         .iter()
@@ -578,6 +584,20 @@ pub fn import_model(
         };
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
+        } else if control::is_control(n) {
+            let own = explicit.map_or(n.input.len(), |e| e[i]);
+            let ins: Vec<Option<&Info>> = n.input[..own]
+                .iter()
+                .map(|inp| {
+                    if inp.is_empty() {
+                        None
+                    } else {
+                        facts.get(inp.as_str())
+                    }
+                })
+                .collect();
+            let outer = |name: &str| facts.get(name).cloned();
+            control::infer(&imp, n, &ins, &outer, opset, options).map_err(fail)?
         } else {
             let ins: Vec<Option<&Info>> = n
                 .input

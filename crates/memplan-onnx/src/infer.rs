@@ -514,6 +514,10 @@ pub fn infer_node(ctx: &Ctx) -> R<Vec<Info>> {
         "Tile" => vec![tile(ctx)?],
         "DepthToSpace" | "SpaceToDepth" => vec![depth_space(ctx)?],
         "Einsum" => vec![einsum(ctx)?],
+        "If" | "Loop" | "Scan" => {
+            return msg("control flow is inferred by the importer, which holds the sub-graphs")
+        }
+        "Constant" => return msg("Constant nodes are read by the importer"),
         _ => {
             return Err(NodeError::Unsupported(
                 "it is listed in memplan_onnx::ops but has no shape rule (a memplan bug)".into(),

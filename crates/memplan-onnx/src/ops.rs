@@ -122,6 +122,12 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         domain: ONNX,
+        family: "control flow",
+        notes: "sub-graphs inferred; outer values a body reads become node inputs; If: chosen branch or both (larger size, bounded); Loop: scan outputs x trip count (M or --max-dim); Scan: stacked along the scan length",
+        ops: &["If", "Loop", "Scan"],
+    },
+    Family {
+        domain: ONNX,
         family: "quantization",
         notes: "per-tensor, per-axis, blocked; output_dtype; INT4/UINT4 packed two per byte",
         ops: &[

@@ -196,3 +196,61 @@ fn functions_are_inlined_with_readable_names() {
         matches!(alpha("node_2/LeakyRelu_1"), Some(memplan_graph::Attribute::Float(a)) if (a - 0.2).abs() < 1e-6)
     );
 }
+
+#[test]
+fn control_flow() {
+    let g = check("control_flow");
+    // The outer values the bodies read are inputs of the If/Loop nodes.
+    let node = |name: &str| &g.nodes()[g.node_by_name(name).unwrap().index()];
+    let reads = |name: &str| -> Vec<String> {
+        node(name)
+            .inputs
+            .iter()
+            .flatten()
+            .map(|v| g.value(*v).name.clone())
+            .collect()
+    };
+    assert_eq!(reads("if_runtime"), ["positive", "x", "w", "bias"]);
+    assert_eq!(reads("loop"), ["three", "yes", "x", "w"]);
+}
+
+#[test]
+fn data_dependent_loop_needs_max_dim() {
+    // The same Loop with a runtime trip count: an error naming --max-dim, then a bound.
+    let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cf").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let loop_node = g.node.iter_mut().find(|n| n.name == "loop").unwrap();
+    loop_node.input[0] = "runtime_m".into();
+    let mut cast = g.node[0].clone();
+    cast.name = "runtime_m".into();
+    cast.op_type = "Cast".into();
+    cast.input = vec!["total".into()];
+    cast.output = vec!["runtime_m".into()];
+    cast.attribute = vec![memplan_onnx::proto::AttributeProto {
+        name: "to".into(),
+        r#type: memplan_onnx::proto::attribute_type::INT,
+        i: 7,
+        ..Default::default()
+    }];
+    g.node.insert(1, cast);
+    let bytes = prost::Message::encode_to_vec(&m);
+    let e = memplan_onnx::import_bytes(&bytes, "cf", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("node 'loop' (Loop)") && e.contains("--max-dim"),
+        "{e}"
+    );
+    let options = ImportOptions {
+        max_dim: Some(16),
+        ..ImportOptions::default()
+    };
+    let graph = memplan_onnx::import_bytes(&bytes, "cf", &options).unwrap();
+    let stacked = graph.value_by_name("stacked").unwrap();
+    assert_eq!(graph.value(stacked).shape.as_deref(), Some(&[16, 2, 4][..]));
+    assert!(graph
+        .bound_reason(stacked)
+        .unwrap()
+        .contains("--max-dim 16"));
+}
