@@ -488,6 +488,11 @@ def standard_ops():
         helper.make_node("Det", ["det_in"], ["det"], name="det"),
         helper.make_node("MaxRoiPool", ["x", "rois5"], ["mrp"], name="max_roi_pool", pooled_shape=[2, 2]),
         helper.make_node("Softmax", ["x"], ["sm"], name="softmax", axis=1),
+        helper.make_node("DFT", ["sig", "dft_len"], ["spec"], name="dft", onesided=1, axis=1),
+        helper.make_node("HannWindow", ["win_len"], ["win"], name="hann"),
+        helper.make_node("SoftmaxCrossEntropyLoss", ["sce_x", "sce_y"], ["loss", "logp"], name="sce",
+                         reduction="none"),
+        helper.make_node("CumSum", ["x", "ax2"], ["cs"], name="cumsum"),
     ]
     inits = [
         ints("nd_idx", [[0, 1], [1, 2]]), ints("nd_idx_b", [[[1]], [[2]]]),
@@ -498,10 +503,12 @@ def standard_ops():
         ints("oh_idx", [[1, 2], [0, 3]]), ints("depth", 5), w("oh_val", [2]),
         w("eye_in", [4, 4]), w("det_in", [3, 2, 2]),
         numpy_helper.from_array(np.array([[0, 0, 0, 4, 4], [1, 1, 1, 6, 7]], np.float32), "rois5"),
+        w("sig", [2, 16, 1]), ints("dft_len", 16), ints("win_len", 10), w("sce_x", [4, 10, 3]),
+        ints("sce_y", np.zeros((4, 3))), ints("ax2", 2),
     ]
     outs = [helper.ValueInfoProto(name=n)
             for n in ["gs", "gnd", "gnd_b", "snd", "se", "c2i", "roi", "oh", "lpn", "eye", "det",
-                      "mrp", "sm"]]
+                      "mrp", "sm", "spec", "win", "loss", "logp", "cs"]]
     save("standard_ops", model(nodes, [x, grid, cols], outs, inits, opset=18))
 
 
@@ -789,6 +796,10 @@ def main():
     for f in [quantized, quant_ops, qoperator_extra, fused_transformer, recurrent, standard_ops,
               detection, shape_subgraphs, functions, control_flow]:
         if not only or f.__name__ in only:
+            # Each fixture draws from its own seeded generator: regenerating one alone
+            # writes the same file as regenerating all.
+            global RNG
+            RNG = np.random.default_rng(0)
             try:
                 f()
             except Exception as e:  # report every fixture's failure, not only the first

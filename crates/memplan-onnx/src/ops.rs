@@ -40,7 +40,7 @@ pub const FAMILIES: &[Family] = &[
             "InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
             "LpNormalization", "CumSum", "Trilu", "Not", "BitwiseNot", "Identity", "Dropout",
             "IsNaN", "IsInf", "ScatterND", "ScatterElements", "Scatter", "ReverseSequence",
-            "Bernoulli", "RandomNormalLike", "RandomUniformLike", "EyeLike",
+            "Bernoulli", "RandomNormalLike", "RandomUniformLike", "EyeLike", "CumProd",
         ],
     },
     Family {
@@ -94,6 +94,15 @@ pub const FAMILIES: &[Family] = &[
         family: "attention",
         notes: "opset 23 Attention (3-D and 4-D, present key/value, qk output), RotaryEmbedding",
         ops: &["Attention", "RotaryEmbedding"],
+    },
+    Family {
+        domain: ONNX,
+        family: "signal and losses",
+        notes: "DFT dft_length/axis/onesided; windows and MelWeightMatrix need their size inputs; losses with reduction none/mean/sum",
+        ops: &[
+            "DFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix",
+            "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+        ],
     },
     Family {
         domain: ONNX,

@@ -40,7 +40,65 @@ pub(super) fn infer(ctx: &Ctx) -> R<Option<Vec<Info>>> {
             ctx.axis("axis", ctx.attr_int("axis", -1)?, x.shape.len())?;
             same(0)?
         }
-        "Swish" | "ReverseSequence" => same(0)?,
+        "Swish" | "ReverseSequence" | "CumProd" => same(0)?,
+        "HannWindow" | "HammingWindow" | "BlackmanWindow" => {
+            let n = ctx.ints_input(0, "size")?;
+            let [n] = n[..] else {
+                return msg(format!(
+                    "input 0 '{}' (size) must hold one value",
+                    ctx.name(0)
+                ));
+            };
+            let dtype = dtype_attr(ctx, "output_datatype", DType::Float)?;
+            vec![Info::new(
+                dtype,
+                vec![to_dim(i128::from(n), "window size")?],
+            )]
+        }
+        "MelWeightMatrix" => {
+            let scalar = |slot: usize, what: &str| -> R<u64> {
+                match ctx.ints_input(slot, what)?[..] {
+                    [v] => to_dim(i128::from(v), what),
+                    _ => msg(format!(
+                        "input {slot} '{}' ({what}) must hold one value",
+                        ctx.name(slot)
+                    )),
+                }
+            };
+            let bins = scalar(0, "num_mel_bins")?;
+            let dft = scalar(1, "dft_length")?;
+            let dtype = dtype_attr(ctx, "output_datatype", DType::Float)?;
+            vec![Info::new(dtype, vec![dft / 2 + 1, bins])]
+        }
+        "DFT" => vec![dft(ctx)?],
+        "SoftmaxCrossEntropyLoss" | "NegativeLogLikelihoodLoss" => {
+            let x = ctx.input(0)?;
+            if x.shape.len() < 2 {
+                return msg(format!(
+                    "input 0 '{}' {} must be (N, C, d...)",
+                    ctx.name(0),
+                    fmt_shape(&x.shape)
+                ));
+            }
+            let reduction = ctx.attr_string("reduction", "mean")?;
+            let loss = match reduction.as_str() {
+                "none" => {
+                    let mut s = vec![x.shape[0]];
+                    s.extend_from_slice(&x.shape[2..]);
+                    s
+                }
+                "mean" | "sum" => vec![],
+                other => {
+                    return msg(format!(
+                        "attribute 'reduction' is '{other}'; expected none, mean or sum"
+                    ))
+                }
+            };
+            vec![
+                Info::new(x.dtype, loss),
+                Info::new(x.dtype, x.shape.clone()),
+            ]
+        }
         "Bernoulli" | "EyeLike" => {
             let x = ctx.input(0)?;
             vec![Info::new(
@@ -664,4 +722,42 @@ fn compress(ctx: &Ctx) -> R<Info> {
             ctx.name(1)
         ),
     ))
+}
+
+/// DFT (opset 17 attribute axis, opset 20 axis input): the signal's last dim becomes 2
+/// (real, imaginary); the transformed axis is `dft_length` (or the input's), and
+/// `floor(n / 2) + 1` when `onesided`.
+fn dft(ctx: &Ctx) -> R<Info> {
+    let x = ctx.input(0)?;
+    let rank = x.shape.len();
+    if rank < 2 || !matches!(x.shape[rank - 1], 1 | 2) {
+        return msg(format!(
+            "input 0 '{}' {} must end in 1 (real) or 2 (complex)",
+            ctx.name(0),
+            fmt_shape(&x.shape)
+        ));
+    }
+    let axis = match ctx.opt_input(2) {
+        Some(_) => match ctx.ints_input(2, "axis")?[..] {
+            [a] => a,
+            _ => return msg("input 2 (axis) must hold one value"),
+        },
+        None => ctx.attr_int("axis", if ctx.opset >= 20 { -2 } else { 1 })?,
+    };
+    let axis = ctx.axis("axis", axis, rank)?;
+    if axis == rank - 1 {
+        return msg("axis is the last dim, which holds the real and imaginary parts");
+    }
+    let mut shape = x.shape.clone();
+    if ctx.opt_input(1).is_some() {
+        match ctx.ints_input(1, "dft_length")?[..] {
+            [n] => shape[axis] = to_dim(i128::from(n), "dft_length")?,
+            _ => return msg("input 1 (dft_length) must hold one value"),
+        }
+    }
+    if ctx.attr_int("onesided", 0)? != 0 {
+        shape[axis] = shape[axis] / 2 + 1;
+    }
+    shape[rank - 1] = 2;
+    Ok(Info::new(x.dtype, shape))
 }

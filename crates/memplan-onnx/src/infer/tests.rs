@@ -958,3 +958,33 @@ fn attention_layouts() {
     assert_eq!(a[0].shape, [1, 8, 3, 4]);
     assert_eq!(a[3].shape, [1, 8, 3, 6]);
 }
+
+#[test]
+fn signal_ops() {
+    let n = Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![16])));
+    let d = run_in(
+        "",
+        "DFT",
+        &[Some(f32s(&[2, 16, 1])), Some(n.clone())],
+        &[("onesided", Attribute::Int(1))],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!(d[0].shape, [2, 9, 2]);
+    let w = run_in("", "HannWindow", &[Some(n)], &[], 1, None).unwrap();
+    assert_eq!(w[0].shape, [16]);
+    let l = run_in(
+        "",
+        "SoftmaxCrossEntropyLoss",
+        &[Some(f32s(&[4, 10, 3])), Some(typed(DType::Int64, &[4, 3]))],
+        &[("reduction", Attribute::String("none".into()))],
+        2,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (l[0].shape.clone(), l[1].shape.clone()),
+        (vec![4, 3], vec![4, 10, 3])
+    );
+}
