@@ -241,6 +241,26 @@ impl Importer<'_> {
     }
 }
 
+/// The inference context of node `n` with its inputs' facts `ins` and its attributes.
+fn node_ctx<'a>(
+    n: &'a proto::NodeProto,
+    ins: &'a [Option<&'a Info>],
+    attrs: &'a BTreeMap<String, Attribute>,
+    opset: i64,
+    options: &ImportOptions,
+) -> Ctx<'a> {
+    Ctx {
+        op: &n.op_type,
+        domain: &n.domain,
+        input_names: &n.input,
+        inputs: ins,
+        attrs,
+        n_outputs: n.output.len(),
+        opset,
+        max_dim: options.max_dim,
+    }
+}
+
 /// True when `op`'s output contents never decrease as the inputs in `slots` grow (on the
 /// non-negative values shapes hold): folded values computed from upper bounds through such
 /// an operator are upper bounds too.
@@ -582,44 +602,25 @@ pub fn import_model(
             op: n.op_type.clone(),
             message,
         };
+        // A control-flow node's own inputs; the outer values its bodies read follow them.
+        let own = explicit.map_or(n.input.len(), |e| e[i]);
+        let ins: Vec<Option<&Info>> = n.input[..own]
+            .iter()
+            .map(|inp| {
+                if inp.is_empty() {
+                    None
+                } else {
+                    facts.get(inp.as_str())
+                }
+            })
+            .collect();
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
         } else if control::is_control(n) {
-            let own = explicit.map_or(n.input.len(), |e| e[i]);
-            let ins: Vec<Option<&Info>> = n.input[..own]
-                .iter()
-                .map(|inp| {
-                    if inp.is_empty() {
-                        None
-                    } else {
-                        facts.get(inp.as_str())
-                    }
-                })
-                .collect();
             let outer = |name: &str| facts.get(name).cloned();
             control::infer(&imp, n, &ins, &outer, opset, options).map_err(fail)?
         } else {
-            let ins: Vec<Option<&Info>> = n
-                .input
-                .iter()
-                .map(|inp| {
-                    if inp.is_empty() {
-                        None
-                    } else {
-                        facts.get(inp.as_str())
-                    }
-                })
-                .collect();
-            let ctx = Ctx {
-                op: &n.op_type,
-                domain: &n.domain,
-                input_names: &n.input,
-                inputs: &ins,
-                attrs: &attrs[i],
-                n_outputs: n.output.len(),
-                opset,
-                max_dim: options.max_dim,
-            };
+            let ctx = node_ctx(n, &ins, &attrs[i], opset, options);
             match infer::infer_node(&ctx) {
                 Ok(o) => o,
                 Err(NodeError::Msg(m)) => return Err(fail(m)),

@@ -317,7 +317,7 @@ pub fn broadcast(shapes: &[(usize, &[u64])]) -> Result<Vec<u64>, String> {
 ///
 /// The operator must be in the registry ([`crate::ops`]); one outside it is
 /// [`NodeError::Unsupported`]. Operators of the `com.microsoft` domain go to
-/// [`contrib::infer`].
+/// `contrib::infer`.
 pub fn infer_node(ctx: &Ctx) -> R<Vec<Info>> {
     let domain = ops::canonical_domain(ctx.domain);
     if !ops::is_supported(domain, ctx.op) {

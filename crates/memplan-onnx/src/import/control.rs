@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use memplan_graph::{Attribute, DType};
 
-use super::{constant_value, Importer};
+use super::{constant_value, node_ctx, Importer};
 use crate::fold::Data;
-use crate::infer::{self, Ctx, Info, NodeError};
+use crate::infer::{self, Info, NodeError};
 use crate::proto::{GraphProto, NodeProto};
 use crate::ImportOptions;
 
@@ -377,16 +377,7 @@ fn infer_graph(
             let scope = |name: &str| local.get(name).cloned().or_else(|| outer(name));
             infer(imp, n, &ins, &scope, opset, options).map_err(fail)?
         } else {
-            let ctx = Ctx {
-                op: &n.op_type,
-                domain: &n.domain,
-                input_names: &n.input,
-                inputs: &ins,
-                attrs: &attrs,
-                n_outputs: n.output.len(),
-                opset,
-                max_dim: options.max_dim,
-            };
+            let ctx = node_ctx(n, &ins, &attrs, opset, options);
             match infer::infer_node(&ctx) {
                 Ok(o) => o,
                 Err(NodeError::Msg(m)) => return Err(fail(m)),

@@ -22,12 +22,26 @@ fn scalar(v: i64) -> Info {
     Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![v])))
 }
 
-/// Runs `op` on `inputs` (None = omitted) with `attrs`, expecting `n_outputs` outputs.
+/// Runs `op` on `inputs` (None = omitted) with `attrs`, expecting `n_outputs` outputs
+/// (default domain, opset 17).
 fn run_n(
     op: &str,
     inputs: &[Option<Info>],
     attrs: &[(&str, Attribute)],
     n_outputs: usize,
+) -> Result<Vec<Info>, NodeError> {
+    run_full("", op, inputs, attrs, n_outputs, None, 17)
+}
+
+/// Runs `op` of `domain` under `opset`, with `max_dim`.
+fn run_full(
+    domain: &str,
+    op: &str,
+    inputs: &[Option<Info>],
+    attrs: &[(&str, Attribute)],
+    n_outputs: usize,
+    max_dim: Option<u64>,
+    opset: i64,
 ) -> Result<Vec<Info>, NodeError> {
     let names: Vec<String> = (0..inputs.len()).map(|i| format!("in{i}")).collect();
     let refs: Vec<Option<&Info>> = inputs.iter().map(Option::as_ref).collect();
@@ -37,13 +51,13 @@ fn run_n(
         .collect();
     infer_node(&Ctx {
         op,
-        domain: "",
+        domain,
         input_names: &names,
         inputs: &refs,
         attrs: &attrs,
         n_outputs,
-        opset: 17,
-        max_dim: None,
+        opset,
+        max_dim,
     })
 }
 
@@ -625,7 +639,7 @@ fn einsum_shapes() {
     );
 }
 
-/// Runs `op` of `domain` (with `max_dim`) on `inputs`.
+/// Runs `op` of `domain` (with `max_dim`) on `inputs` under opset 21.
 fn run_in(
     domain: &str,
     op: &str,
@@ -634,22 +648,7 @@ fn run_in(
     n_outputs: usize,
     max_dim: Option<u64>,
 ) -> Result<Vec<Info>, NodeError> {
-    let names: Vec<String> = (0..inputs.len()).map(|i| format!("in{i}")).collect();
-    let refs: Vec<Option<&Info>> = inputs.iter().map(Option::as_ref).collect();
-    let attrs: BTreeMap<String, Attribute> = attrs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
-    infer_node(&Ctx {
-        op,
-        domain,
-        input_names: &names,
-        inputs: &refs,
-        attrs: &attrs,
-        n_outputs,
-        opset: 21,
-        max_dim,
-    })
+    run_full(domain, op, inputs, attrs, n_outputs, max_dim, 21)
 }
 
 fn typed(dtype: DType, shape: &[u64]) -> Info {
