@@ -22,7 +22,7 @@ their inlined / flattened form as memplan numbers it (see doc/onnx.md).
 Float initialisers of 1 KiB or more are written as external data whose file is then
 deleted, like the shared models: the fixtures stay small.
 
-    python3 -m venv .venv-onnx && .venv-onnx/bin/pip install onnx onnxruntime numpy
+    python3 -m venv .venv-onnx && .venv-onnx/bin/pip install onnx onnxruntime numpy sympy
     .venv-onnx/bin/python scripts/onnx_fixtures.py
 """
 
@@ -446,6 +446,110 @@ def fused_transformer():
          model(nodes, [ids, seg, mask, past, rot_in], outs, inits, opset=17, ms=True), feeds)
 
 
+def float_transformer():
+    """A float transformer layer written out op by op (LayerNormalization decomposed,
+    Gelu as erf, attention as MatMul/Reshape/Transpose/Softmax), as exporters write it."""
+    b, s, h, heads = 1, 8, 32, 4
+    hd = h // heads
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, h])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, h])
+
+    def layer_norm(inp, out, p):
+        return [
+            helper.make_node("ReduceMean", [inp], [p + "mu"], axes=[-1]),
+            helper.make_node("Sub", [inp, p + "mu"], [p + "d"]),
+            helper.make_node("Pow", [p + "d", "two_f"], [p + "sq"]),
+            helper.make_node("ReduceMean", [p + "sq"], [p + "var"], axes=[-1]),
+            helper.make_node("Add", [p + "var", "eps"], [p + "ve"]),
+            helper.make_node("Sqrt", [p + "ve"], [p + "sd"]),
+            helper.make_node("Div", [p + "d", p + "sd"], [p + "n"]),
+            helper.make_node("Mul", [p + "n", p + "g"], [p + "ng"]),
+            helper.make_node("Add", [p + "ng", p + "b"], [out]),
+        ]
+
+    def heads_of(inp, out, p):
+        return [
+            helper.make_node("Reshape", [inp, "split_heads"], [p + "r"]),
+            helper.make_node("Transpose", [p + "r"], [out], perm=[0, 2, 1, 3]),
+        ]
+
+    nodes = []
+    for name in ["q", "k", "v"]:
+        nodes += [helper.make_node("MatMul", ["x", "w" + name], [name + "0"]),
+                  helper.make_node("Add", [name + "0", "b" + name], [name + "1"])]
+        nodes += heads_of(name + "1", name + "h", name)
+    nodes += [
+        helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["qh", "kt"], ["qk"]),
+        helper.make_node("Div", ["qk", "scale"], ["qks"]),
+        helper.make_node("Softmax", ["qks"], ["probs"], axis=-1),
+        helper.make_node("MatMul", ["probs", "vh"], ["ctx"]),
+        helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctx_t", "merge_heads"], ["ctx_m"]),
+        helper.make_node("MatMul", ["ctx_m", "wo"], ["o0"]),
+        helper.make_node("Add", ["o0", "bo"], ["o1"]),
+        helper.make_node("Add", ["o1", "x"], ["res1"]),
+    ]
+    nodes += layer_norm("res1", "ln1", "ln1_")
+    nodes += [
+        helper.make_node("MatMul", ["ln1", "w1"], ["f0"]),
+        helper.make_node("Add", ["f0", "b1"], ["f1"]),
+        helper.make_node("Div", ["f1", "sqrt2"], ["f2"]),
+        helper.make_node("Erf", ["f2"], ["f3"]),
+        helper.make_node("Add", ["f3", "one_f"], ["f4"]),
+        helper.make_node("Mul", ["f1", "f4"], ["f5"]),
+        helper.make_node("Mul", ["f5", "half"], ["f6"]),
+        helper.make_node("MatMul", ["f6", "w2"], ["f7"]),
+        helper.make_node("Add", ["f7", "b2"], ["f8"]),
+        helper.make_node("Add", ["f8", "ln1"], ["res2"]),
+    ]
+    nodes += layer_norm("res2", "y", "ln2_")
+    for i, n in enumerate(nodes):
+        n.name = f"{n.op_type.lower()}_{i}"
+    inits = [
+        w("wq", [h, h]), w("wk", [h, h]), w("wv", [h, h]), w("bq", [h]), w("bk", [h]), w("bv", [h]),
+        w("wo", [h, h]), w("bo", [h]), w("w1", [h, 4 * h]), w("b1", [4 * h]), w("w2", [4 * h, h]),
+        w("b2", [h]), ints("split_heads", [b, s, heads, hd]), ints("merge_heads", [b, s, h]),
+        numpy_helper.from_array(np.array(np.sqrt(hd), np.float32), "scale"),
+        numpy_helper.from_array(np.array(2, np.float32), "two_f"),
+        numpy_helper.from_array(np.array(1e-5, np.float32), "eps"),
+        numpy_helper.from_array(np.array(np.sqrt(2), np.float32), "sqrt2"),
+        numpy_helper.from_array(np.array(1, np.float32), "one_f"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+        w("ln1_g", [h]), w("ln1_b", [h]), w("ln2_g", [h]), w("ln2_b", [h]),
+    ]
+    return model(nodes, [x], [y], inits, opset=17)
+
+
+def ort_optimized():
+    """The float transformer layer optimised by onnxruntime's session (ORT_ENABLE_EXTENDED,
+    saved with `optimized_model_filepath`): the fused model a deployment runs."""
+    m = float_transformer()
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        so.optimized_model_filepath = os.path.join(tmp, "opt.onnx")
+        ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        opt = onnx.load(so.optimized_model_filepath)
+    save("ort_optimized", opt)
+
+
+def ort_transformers_bert():
+    """The float transformer layer optimised by `onnxruntime.transformers.optimizer` as a
+    BERT (Attention, SkipLayerNormalization, BiasGelu); needs sympy."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "f.onnx")
+        onnx.save_model(float_transformer(), src)
+        opt = optimize_model(src, model_type="bert", num_heads=4, hidden_size=32, opt_level=0)
+        m = opt.model
+        # save_model_to_file would add the contrib domain's opset; the in-memory model lacks it.
+        if not any(o.domain == MS for o in m.opset_import):
+            m.opset_import.append(helper.make_opsetid(MS, 1))
+        save("ort_transformers_bert", m)
+
+
 # ---------------------------------------------------------------- standard ops
 
 def recurrent():
@@ -793,7 +897,8 @@ def control_flow():
 def main():
     only = set(sys.argv[1:])
     failed = []
-    for f in [quantized, quant_ops, qoperator_extra, fused_transformer, recurrent, standard_ops,
+    for f in [quantized, quant_ops, qoperator_extra, fused_transformer, ort_optimized,
+              ort_transformers_bert, recurrent, standard_ops,
               detection, shape_subgraphs, functions, control_flow]:
         if not only or f.__name__ in only:
             # Each fixture draws from its own seeded generator: regenerating one alone

@@ -254,3 +254,27 @@ fn data_dependent_loop_needs_max_dim() {
         .unwrap()
         .contains("--max-dim 16"));
 }
+
+#[test]
+fn ort_optimized() {
+    // A transformer layer as onnxruntime's own graph optimiser saves it (FusedMatMul,
+    // SkipLayerNormalization, Gelu, MatMul+Add as Gemm between Reshapes).
+    let g = check("ort_optimized");
+    for op in ["FusedMatMul", "SkipLayerNormalization", "Gelu"] {
+        assert!(
+            g.nodes()
+                .iter()
+                .any(|n| n.op_type == op && n.domain == "com.microsoft"),
+            "{op}"
+        );
+    }
+}
+
+#[test]
+fn ort_transformers_bert() {
+    // The same layer fused by onnxruntime.transformers' BERT optimiser.
+    let g = check("ort_transformers_bert");
+    for op in ["Attention", "SkipLayerNormalization", "BiasGelu"] {
+        assert!(g.nodes().iter().any(|n| n.op_type == op), "{op}");
+    }
+}
