@@ -266,12 +266,14 @@ fn node_ctx<'a>(
 /// an operator are upper bounds too.
 fn monotone(op: &str, slots: &[usize]) -> bool {
     match op {
-        "Shape" | "Size" | "Identity" | "Cast" | "Gather" | "Concat" | "Unsqueeze" | "Squeeze"
-        | "Slice" | "Reshape" | "Flatten" | "Expand" | "Tile" | "Transpose" | "Min" | "Max"
-        | "Add" | "Mul" | "Sum" | "ReduceMax" | "ReduceMin" | "ReduceSum" | "ReduceProd"
-        | "Ceil" | "Floor" | "Round" | "Sqrt" | "Relu" | "Clip" => true,
-        // Growing in the dividend / minuend only.
-        "Div" | "Sub" => slots == [0],
+        // Every operand counts alike.
+        "Concat" | "Min" | "Max" | "Add" | "Mul" | "Sum" => true,
+        // Only in the data: a bounded index, axis, start or shape operand would pick other
+        // elements, not larger ones. Div and Sub grow with the dividend / minuend only.
+        "Shape" | "Size" | "Identity" | "Cast" | "Gather" | "Unsqueeze" | "Squeeze" | "Slice"
+        | "Reshape" | "Flatten" | "Expand" | "Tile" | "Transpose" | "ReduceMax" | "ReduceMin"
+        | "ReduceSum" | "ReduceProd" | "Ceil" | "Floor" | "Round" | "Sqrt" | "Relu" | "Clip"
+        | "Div" | "Sub" => slots == [0],
         _ => false,
     }
 }

@@ -278,3 +278,93 @@ fn ort_transformers_bert() {
         assert!(g.nodes().iter().any(|n| n.op_type == op), "{op}");
     }
 }
+
+/// A model: x FLOAT [4] → NonZero → Shape → Gather(1) → `op`(n, ten) → Unsqueeze →
+/// ConstantOfShape → out.
+fn bound_arithmetic(op: &str) -> Vec<u8> {
+    use memplan_onnx::proto::*;
+    use prost::Message;
+    let node = |name: &str, op: &str, i: &[&str], o: &[&str]| NodeProto {
+        name: name.into(),
+        op_type: op.into(),
+        input: i.iter().map(|s| s.to_string()).collect(),
+        output: o.iter().map(|s| s.to_string()).collect(),
+        ..NodeProto::default()
+    };
+    let int = |name: &str, dims: Vec<i64>, v: Vec<i64>| TensorProto {
+        name: name.into(),
+        dims,
+        data_type: 7,
+        int64_data: v,
+        ..TensorProto::default()
+    };
+    let x = ValueInfoProto {
+        name: "x".into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: 1,
+                shape: Some(TensorShapeProto {
+                    dim: vec![Dimension {
+                        value: Some(DimensionValue::DimValue(4)),
+                    }],
+                }),
+            }),
+        }),
+    };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: vec![
+                node("nz", "NonZero", &["x"], &["nz"]),
+                node("shape", "Shape", &["nz"], &["s"]),
+                node("count", "Gather", &["s", "one"], &["n"]),
+                node("arith", op, &["ten", "n"], &["m"]),
+                node("unsq", "Unsqueeze", &["m", "zero"], &["m1"]),
+                node("fill", "ConstantOfShape", &["m1"], &["out"]),
+            ],
+            initializer: vec![
+                int("one", vec![], vec![1]),
+                int("zero", vec![1], vec![0]),
+                int("ten", vec![], vec![10]),
+            ],
+            input: vec![x],
+            output: vec![ValueInfoProto {
+                name: "out".into(),
+                r#type: None,
+            }],
+        }),
+        ..ModelProto::default()
+    };
+    model.encode_to_vec()
+}
+
+#[test]
+fn bounds_flow_only_through_monotone_arithmetic() {
+    // 10 + count <= 10 + 4: a bound, planned as 14.
+    let g = memplan_onnx::import_bytes(&bound_arithmetic("Add"), "add", &ImportOptions::default())
+        .unwrap();
+    let out = g.value_by_name("out").unwrap();
+    assert_eq!(g.value(out).shape.as_deref(), Some(&[14][..]));
+    assert!(g.bound_reason(out).is_some());
+    // 10 - count is not bounded by 10 - 4: its value is unknown, so the fill fails (or,
+    // with --max-dim, is planned at that bound) instead of being planned at 6.
+    let e = memplan_onnx::import_bytes(&bound_arithmetic("Sub"), "sub", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("node 'fill' (ConstantOfShape)") && e.contains("input 0 'm1'"),
+        "{e}"
+    );
+    let options = ImportOptions {
+        max_dim: Some(10),
+        ..ImportOptions::default()
+    };
+    let g = memplan_onnx::import_bytes(&bound_arithmetic("Sub"), "sub", &options).unwrap();
+    let out = g.value_by_name("out").unwrap();
+    assert_eq!(g.value(out).shape.as_deref(), Some(&[10][..]));
+}
