@@ -295,6 +295,39 @@ def quantized():
         save("quant_dynamic_int8", m)
 
 
+def quant_dynamic_ops():
+    """quantize_dynamic on a contrib Attention and an EmbedLayerNormalization (QAttention,
+    QEmbedLayerNormalization; the bidirectional LSTM after them stays float)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    b, s, h = 2, 6, 16
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT32, [b, s])
+    seg = helper.make_tensor_value_info("seg", TensorProto.INT32, [b, s])
+    nodes = [
+        helper.make_node("EmbedLayerNormalization", ["ids", "seg", "word", "pos", "segw", "g", "bt"],
+                         ["emb", "mask_index"], name="embed", domain=MS),
+        helper.make_node("Attention", ["emb", "qkv_w", "qkv_b", "mask_index"], ["att"], name="attention",
+                         domain=MS, num_heads=2),
+        helper.make_node("Transpose", ["att"], ["att_t"], name="to_seq_major", perm=[1, 0, 2]),
+        helper.make_node("LSTM", ["att_t", "lw", "lr", "lb"], ["ly", "lh", "lc"], name="lstm",
+                         hidden_size=8, direction="bidirectional"),
+    ]
+    inits = [w("word", [20, h]), w("pos", [16, h]), w("segw", [2, h]), w("g", [h]), w("bt", [h]),
+             w("qkv_w", [h, 3 * h]), w("qkv_b", [3 * h]), w("lw", [2, 32, h]), w("lr", [2, 32, 8]),
+             w("lb", [2, 64])]
+    outs = [helper.ValueInfoProto(name=n) for n in ["ly", "lh", "lc"]]
+    m = model(nodes, [ids, seg], outs, inits, opset=17, ms=True)
+    feeds = {"ids": RNG.integers(0, 20, (b, s)).astype(np.int32),
+             "seg": RNG.integers(0, 2, (b, s)).astype(np.int32)}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "f.onnx")
+        onnx.save_model(m, src)
+        dst = os.path.join(tmp, "q.onnx")
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        save("quant_dynamic_ops", onnx.load(dst), feeds)
+
+
+
 def quant_ops():
     """The quantization operators by hand: per-axis, blocked, INT4/UINT4, output_dtype,
     DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, MatMulNBits."""
@@ -897,7 +930,7 @@ def control_flow():
 def main():
     only = set(sys.argv[1:])
     failed = []
-    for f in [quantized, quant_ops, qoperator_extra, fused_transformer, ort_optimized,
+    for f in [quantized, quant_dynamic_ops, quant_ops, qoperator_extra, fused_transformer, ort_optimized,
               ort_transformers_bert, recurrent, standard_ops,
               detection, shape_subgraphs, functions, control_flow]:
         if not only or f.__name__ in only:

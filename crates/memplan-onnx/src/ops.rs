@@ -161,7 +161,8 @@ pub const FAMILIES: &[Family] = &[
             "QuantizeLinear", "DequantizeLinear", "QLinearAdd", "QLinearMul",
             "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearConcat", "QLinearSigmoid",
             "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConv", "QGemm", "MatMulNBits",
-            "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+            "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearWhere", "QAttention",
+            "QEmbedLayerNormalization", "DynamicQuantizeLSTM",
         ],
     },
     Family {

@@ -368,3 +368,11 @@ fn bounds_flow_only_through_monotone_arithmetic() {
     let out = g.value_by_name("out").unwrap();
     assert_eq!(g.value(out).shape.as_deref(), Some(&[10][..]));
 }
+
+#[test]
+fn quant_dynamic_ops() {
+    let g = check("quant_dynamic_ops");
+    for op in ["QAttention", "QEmbedLayerNormalization"] {
+        assert!(g.nodes().iter().any(|n| n.op_type == op), "{op}");
+    }
+}

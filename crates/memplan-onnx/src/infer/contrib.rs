@@ -140,7 +140,26 @@ pub(super) fn infer(ctx: &Ctx) -> R<Vec<Info>> {
         "SimplifiedLayerNormalization" | "LayerNormalization" => layer_norm(ctx)?,
         "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => skip_layer_norm(ctx)?,
         "EmbedLayerNormalization" => embed_layer_norm(ctx)?,
-        "Attention" => attention(ctx)?,
+        "Attention" => attention(ctx, 4, None)?,
+        // input, weight, bias, input_scale, weight_scale, mask_index, input_zero_point,
+        // weight_zero_point, past: Attention on quantized operands, float output.
+        "QAttention" => attention(ctx, 8, Some(ctx.input(3)?.dtype))?,
+        "QEmbedLayerNormalization" => {
+            let mut outs = embed_layer_norm(ctx)?;
+            outs[0].dtype = DType::Float;
+            outs.truncate(2);
+            outs
+        }
+        // condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point
+        "QLinearWhere" => {
+            let c = ctx.input(0)?;
+            let x = ctx.input(1)?;
+            let y = ctx.input(4)?;
+            let shape = broadcast(&[(0, &c.shape), (1, &x.shape), (4, &y.shape)])
+                .map_err(NodeError::Msg)?;
+            vec![Info::new(quant::out_dtype(ctx, 8, 1)?, shape)]
+        }
+        "DynamicQuantizeLSTM" => super::extra::recurrent(ctx)?,
         "MultiHeadAttention" => multi_head_attention(ctx)?,
         "GroupQueryAttention" => group_query_attention(ctx)?,
         _ => {
@@ -250,9 +269,11 @@ fn heads_of(ctx: &Ctx, what: &str, hidden: u64, heads: u64) -> R<u64> {
 }
 
 /// input, weights, bias, mask_index, past, attention_bias, past_sequence_length →
-/// output (B, S, v_hidden), present (2, B, N, P + S, head_size).
-fn attention(ctx: &Ctx) -> R<Vec<Info>> {
+/// output (B, S, v_hidden), present (2, B, N, P + S, head_size). `past_slot` is where the
+/// past sits (4; 8 for QAttention); `dtype` the output type (the input's when `None`).
+fn attention(ctx: &Ctx, past_slot: usize, dtype: Option<DType>) -> R<Vec<Info>> {
     let x = ctx.input(0)?;
+    let out_dtype = dtype.unwrap_or(x.dtype);
     let heads = num_heads(ctx, "num_heads")?;
     if x.shape.len() != 3 {
         return msg(format!(
@@ -284,23 +305,23 @@ fn attention(ctx: &Ctx) -> R<Vec<Info>> {
         }
     };
     let head = heads_of(ctx, "key", k_hidden, heads)?;
-    let mut outs = vec![Info::new(x.dtype, vec![b, s, v_hidden])];
+    let mut outs = vec![Info::new(out_dtype, vec![b, s, v_hidden])];
     if ctx.n_outputs > 1 {
-        let present = match ctx.opt_input(4) {
+        let present = match ctx.opt_input(past_slot) {
             Some(p) if ctx.attr_int("past_present_share_buffer", 0)? != 0 => p.shape.clone(),
             Some(p) => match p.shape.as_slice() {
                 [2, _, _, past, _] => vec![2, b, heads, past + s, head],
                 _ => {
                     return msg(format!(
-                        "input 4 '{}' (past) {} must be (2, batch, num_heads, past_sequence, head_size)",
-                        ctx.name(4),
+                        "input {past_slot} '{}' (past) {} must be (2, batch, num_heads, past_sequence, head_size)",
+                        ctx.name(past_slot),
                         fmt_shape(&p.shape)
                     ))
                 }
             },
             None => vec![2, b, heads, s, head],
         };
-        outs.push(Info::new(x.dtype, present));
+        outs.push(Info::new(out_dtype, present));
     }
     Ok(outs)
 }

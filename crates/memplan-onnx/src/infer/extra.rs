@@ -421,12 +421,13 @@ fn one_hot(ctx: &Ctx) -> R<Info> {
 }
 
 /// LSTM, GRU and RNN: X, W, R, B, sequence_lens, initial_h (, initial_c, P) →
-/// Y, Y_h (, Y_c).
-fn recurrent(ctx: &Ctx) -> R<Vec<Info>> {
+/// Y, Y_h (, Y_c). `com.microsoft` DynamicQuantizeLSTM is an LSTM whose quantized W and R
+/// are stored transposed: (directions, input, 4 x hidden) and (directions, hidden, 4 x hidden).
+pub(super) fn recurrent(ctx: &Ctx) -> R<Vec<Info>> {
     let x = ctx.input(0)?;
     let w = ctx.input(1)?;
     let gates: u64 = match ctx.op {
-        "LSTM" => 4,
+        "LSTM" | "DynamicQuantizeLSTM" => 4,
         "GRU" => 3,
         _ => 1,
     };
@@ -455,15 +456,25 @@ fn recurrent(ctx: &Ctx) -> R<Vec<Info>> {
             fmt_shape(&x.shape)
         ));
     };
+    let transposed = ctx.op == "DynamicQuantizeLSTM";
     let hidden = match ctx.attrs.get("hidden_size") {
         Some(_) => positive(ctx, "hidden_size", ctx.attr_int("hidden_size", 0)?)?,
-        None => ctx.input(2)?.shape.last().copied().unwrap_or(0),
+        None => {
+            let r = &ctx.input(2)?.shape;
+            let at = if transposed {
+                1
+            } else {
+                r.len().saturating_sub(1)
+            };
+            r.get(at).copied().unwrap_or(0)
+        }
     };
-    let expected_w = vec![
-        dirs,
-        checked_dim_mul(gates, hidden, "gates x hidden")?,
-        input,
-    ];
+    let gh = checked_dim_mul(gates, hidden, "gates x hidden")?;
+    let expected_w = if transposed {
+        vec![dirs, input, gh]
+    } else {
+        vec![dirs, gh, input]
+    };
     if w.shape != expected_w {
         return msg(format!(
             "input 1 '{}' (W) has shape {} but direction '{direction}', hidden_size {hidden} and input size {input} need {}",
@@ -478,7 +489,7 @@ fn recurrent(ctx: &Ctx) -> R<Vec<Info>> {
         (vec![batch, seq, dirs, hidden], vec![batch, dirs, hidden])
     };
     let mut outs = vec![Info::new(x.dtype, y), Info::new(x.dtype, h.clone())];
-    if ctx.op == "LSTM" {
+    if gates == 4 {
         outs.push(Info::new(x.dtype, h));
     }
     Ok(outs)

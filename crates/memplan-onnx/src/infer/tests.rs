@@ -987,3 +987,48 @@ fn signal_ops() {
         (vec![4, 3], vec![4, 10, 3])
     );
 }
+
+#[test]
+fn qoperator_where_and_dynamic_lstm() {
+    let u8s = |s: &[u64]| typed(DType::Uint8, s);
+    let sc = || Some(f32s(&[]));
+    let w = run_in(
+        "com.microsoft",
+        "QLinearWhere",
+        &[
+            Some(typed(DType::Bool, &[2, 1])),
+            Some(u8s(&[1, 8])),
+            sc(),
+            Some(u8s(&[])),
+            Some(u8s(&[2, 8])),
+            sc(),
+            Some(u8s(&[])),
+            sc(),
+            Some(typed(DType::Int8, &[])),
+        ],
+        &[],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!((w[0].dtype, w[0].shape.clone()), (DType::Int8, vec![2, 8]));
+    // DynamicQuantizeLSTM: W is (dirs, input, 4 x hidden).
+    let l = run_in(
+        "com.microsoft",
+        "DynamicQuantizeLSTM",
+        &[
+            Some(f32s(&[7, 2, 5])),
+            Some(typed(DType::Int8, &[2, 5, 24])),
+            Some(typed(DType::Int8, &[2, 6, 24])),
+        ],
+        &[
+            ("hidden_size", Attribute::Int(6)),
+            ("direction", Attribute::String("bidirectional".into())),
+        ],
+        3,
+        None,
+    )
+    .unwrap();
+    assert_eq!(l[0].shape, [7, 2, 2, 6]);
+    assert_eq!(l[2].shape, [2, 2, 6]);
+}
