@@ -196,6 +196,17 @@ fn fused_matmul(ctx: &Ctx) -> R<Info> {
     Ok(Info::new(a.dtype, matmul_at(&sub, 0, 1)?))
 }
 
+/// `a + b`, an error on overflow.
+fn add(a: u64, b: u64) -> R<u64> {
+    a.checked_add(b)
+        .ok_or_else(|| NodeError::Msg(format!("{a} + {b} overflows")))
+}
+
+/// `a x b`, an error on overflow.
+fn mul(a: u64, b: u64) -> R<u64> {
+    super::checked_dim_mul(a, b, "a head size or sequence length")
+}
+
 /// The shape with its last dim replaced by 1 (per-row statistics).
 fn rows(shape: &[u64]) -> Vec<u64> {
     let mut s = shape.to_vec();
@@ -310,7 +321,7 @@ fn attention(ctx: &Ctx, past_slot: usize, dtype: Option<DType>) -> R<Vec<Info>> 
         let present = match ctx.opt_input(past_slot) {
             Some(p) if ctx.attr_int("past_present_share_buffer", 0)? != 0 => p.shape.clone(),
             Some(p) => match p.shape.as_slice() {
-                [2, _, _, past, _] => vec![2, b, heads, past + s, head],
+                [2, _, _, past, _] => vec![2, b, heads, add(*past, s)?, head],
                 _ => {
                     return msg(format!(
                         "input {past_slot} '{}' (past) {} must be (2, batch, num_heads, past_sequence, head_size)",
@@ -403,7 +414,7 @@ fn group_query_attention(ctx: &Ctx) -> R<Vec<Info>> {
         heads_of(ctx, "query", d, n)?
     } else {
         // Packed QKV: hidden = (num_heads + 2 x kv_num_heads) x head_size.
-        heads_of(ctx, "packed QKV", d, n + 2 * kv_n)?
+        heads_of(ctx, "packed QKV", d, add(n, mul(2, kv_n)?)?)?
     };
     let past = match ctx.opt_input(3) {
         Some(p) if p.shape.len() == 4 => p.shape[2],
@@ -431,7 +442,7 @@ fn group_query_attention(ctx: &Ctx) -> R<Vec<Info>> {
         Some(t) => (t.max(past), None),
         // Unknown at import: the past buffer plus this step's tokens bounds it.
         None => (
-            past + s,
+            add(past, s)?,
             Some(format!(
                 "total_sequence_length (input 6 '{}') is a runtime value; present length <= past ({past}) + sequence ({s})",
                 ctx.name(6)
@@ -443,7 +454,7 @@ fn group_query_attention(ctx: &Ctx) -> R<Vec<Info>> {
         None => Info::new(q.dtype, shape),
     };
     Ok(vec![
-        Info::new(q.dtype, vec![b, s, n * head]),
+        Info::new(q.dtype, vec![b, s, mul(n, head)?]),
         kv(vec![b, kv_n, present, head]),
         kv(vec![b, kv_n, present, head]),
     ])

@@ -157,7 +157,7 @@ pub(super) fn infer(ctx: &Ctx) -> R<Option<Vec<Info>>> {
                     fmt_shape(&x.shape),
                     ctx.name(1),
                     fmt_shape(&grid.shape),
-                    r - 2
+                    r.saturating_sub(2)
                 ));
             }
             let mut shape = x.shape[..2].to_vec();
@@ -347,7 +347,14 @@ fn max_unpool(ctx: &Ctx) -> R<Info> {
             .collect::<R<Vec<u64>>>()?;
         return Ok(Info::new(x.dtype, shape));
     }
-    let spatial = x.shape.len().saturating_sub(2);
+    if x.shape.len() < 3 {
+        return msg(format!(
+            "input 0 '{}' {} must be (N, C, spatial...)",
+            ctx.name(0),
+            fmt_shape(&x.shape)
+        ));
+    }
+    let spatial = x.shape.len() - 2;
     let kernel = ctx
         .attr_ints("kernel_shape")?
         .ok_or_else(|| NodeError::Msg("attribute 'kernel_shape' is required".into()))?;
@@ -528,9 +535,11 @@ fn attention(ctx: &Ctx) -> R<Vec<Info>> {
     let past = ctx
         .opt_input(4)
         .map_or(0, |p| p.shape.get(2).copied().unwrap_or(0));
-    let total = past + l;
+    let total = past
+        .checked_add(l)
+        .ok_or_else(|| NodeError::Msg("the total sequence length overflows".into()))?;
     let y = if q.shape.len() == 3 {
-        vec![b, s, qh * dv]
+        vec![b, s, checked_dim_mul(qh, dv, "q_num_heads x head size")?]
     } else {
         vec![b, qh, s, dv]
     };

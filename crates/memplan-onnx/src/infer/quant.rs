@@ -71,7 +71,10 @@ pub(super) fn check_params(ctx: &Ctx, x_slot: usize, scale_slot: usize, zp_slot:
     let block = ctx.attr_int("block_size", 0)?;
     let per_tensor = scale.shape.is_empty() || scale.shape == [1];
     if !per_tensor || block > 0 {
-        let axis = ctx.axis("axis", ctx.attr_int("axis", 1)?, rank)?;
+        // The default axis is 1; a 1-D tensor (a per-channel bias) without the attribute
+        // is quantized along its only axis, as onnxruntime does.
+        let default = if rank == 1 { 0 } else { 1 };
+        let axis = ctx.axis("axis", ctx.attr_int("axis", default)?, rank)?;
         if block < 0 {
             return msg(format!(
                 "attribute 'block_size' is {block}; it must be 0 or positive"

@@ -1032,3 +1032,82 @@ fn qoperator_where_and_dynamic_lstm() {
     assert_eq!(l[0].shape, [7, 2, 2, 6]);
     assert_eq!(l[2].shape, [2, 2, 6]);
 }
+
+#[test]
+fn per_channel_bias_dequantizes_along_its_axis() {
+    let d = run_in(
+        "",
+        "DequantizeLinear",
+        &[Some(typed(DType::Int32, &[8])), Some(f32s(&[8]))],
+        &[],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!((d[0].dtype, d[0].shape.clone()), (DType::Float, vec![8]));
+}
+
+#[test]
+fn no_registered_operator_panics_on_odd_inputs() {
+    // Every registered operator, with 1 to 9 inputs of odd shapes (scalars, zeros, huge
+    // dims, mismatched ranks), known and unknown small contents, and odd attributes:
+    // an answer or an error, never a panic or an overflow.
+    let shapes: [&[u64]; 7] = [
+        &[],
+        &[0],
+        &[3],
+        &[2, 0, 4],
+        &[1, 3, 8, 8],
+        &[u64::MAX / 2, 2, 3],
+        &[2, 5, 4, 3, 8],
+    ];
+    let attrs: [Vec<(&str, Attribute)>; 3] = [
+        vec![],
+        vec![
+            ("axis", Attribute::Int(-7)),
+            ("num_heads", Attribute::Int(3)),
+            ("kv_num_heads", Attribute::Int(1)),
+            ("hidden_size", Attribute::Int(4)),
+            ("block_size", Attribute::Int(4)),
+            ("K", Attribute::Int(8)),
+            ("N", Attribute::Int(u32::MAX as i64)),
+        ],
+        vec![
+            ("kernel_shape", ints_attr(&[3, 3])),
+            ("pads", ints_attr(&[-5, 0, 0, 0])),
+            ("output_height", Attribute::Int(0)),
+            ("channels_last", Attribute::Int(1)),
+            ("transA", Attribute::Int(1)),
+            ("layout", Attribute::Int(1)),
+            ("qkv_hidden_sizes", ints_attr(&[i64::MAX, 1, 1])),
+        ],
+    ];
+    for f in crate::ops::FAMILIES {
+        for op in f.ops {
+            for n_inputs in 1..=9 {
+                for (k, shape) in shapes.iter().enumerate() {
+                    let inputs: Vec<Option<Info>> = (0..n_inputs)
+                        .map(|i| {
+                            let s = shapes[(k + i) % shapes.len()];
+                            if i % 3 == 2 {
+                                // Small known contents: a scalar or a short list.
+                                Some(if s.is_empty() {
+                                    scalar(3)
+                                } else {
+                                    ints(&[2, -1])
+                                })
+                            } else {
+                                Some(f32s(if i == 0 { shape } else { s }))
+                            }
+                        })
+                        .collect();
+                    for a in &attrs {
+                        for n_out in [1, 3] {
+                            let _ = run_in(f.domain, op, &inputs, a, n_out, Some(5));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
