@@ -20,6 +20,10 @@ use crate::proto::{AttributeProto, FunctionProto, GraphProto, ModelProto, NodePr
 /// Calls deeper than this are taken for recursion.
 const MAX_DEPTH: usize = 64;
 
+/// At most this many nodes after inlining (functions calling functions several times each
+/// multiply); a larger expansion is an error rather than an exhausted memory.
+pub const MAX_INLINED_NODES: usize = 1 << 20;
+
 /// The main graph with every local-function call expanded, or `None` when the model has no
 /// functions (nothing to do). The error text names the calling node and function.
 pub fn inline_functions(model: &ModelProto) -> Result<Option<GraphProto>, String> {
@@ -65,6 +69,11 @@ fn expand(
     out: &mut Vec<NodeProto>,
 ) -> Result<(), String> {
     let Some(f) = table.get(&(n.domain.as_str(), n.op_type.as_str(), n.overload.as_str())) else {
+        if out.len() >= MAX_INLINED_NODES {
+            return Err(format!(
+                "inlining reaches more than {MAX_INLINED_NODES} nodes (at node '{call}'); the functions call each other too many times"
+            ));
+        }
         let mut n = n.clone();
         n.name = call.to_string();
         out.push(n);

@@ -376,3 +376,31 @@ fn quant_dynamic_ops() {
         assert!(g.nodes().iter().any(|n| n.op_type == op), "{op}");
     }
 }
+
+#[test]
+fn recursive_functions_are_refused() {
+    use memplan_onnx::proto::*;
+    use prost::Message;
+    let bytes = std::fs::read(dir().join("functions.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "f").unwrap();
+    // ConvAct's LeakyRelu now calls Block, which calls ConvAct.
+    let conv_act = m
+        .functions
+        .iter_mut()
+        .find(|f| f.name == "ConvAct")
+        .unwrap();
+    let act = conv_act.node.last_mut().unwrap();
+    act.op_type = "Block".into();
+    act.domain = "local".into();
+    act.input = vec!["c".into(), "W".into(), "W".into()];
+    let bytes = ModelProto::encode_to_vec(&m);
+    let e = memplan_onnx::import_bytes(&bytes, "f.onnx", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("inlining local functions")
+            && e.contains("recursively")
+            && e.contains("Block -> ConvAct -> Block"),
+        "{e}"
+    );
+}
