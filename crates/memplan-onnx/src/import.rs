@@ -337,7 +337,8 @@ pub fn import_model(
             source_name: source.into(),
             message,
         })?;
-    let g = inlined.as_ref().unwrap_or(g);
+    let node_opsets: Option<&Vec<Option<i64>>> = inlined.as_ref().map(|(_, o)| o);
+    let g = inlined.as_ref().map_or(g, |(g2, _)| g2);
     // Control flow: the outer values a sub-graph reads become extra inputs of its node.
     let implicit = control::add_implicit_inputs(g);
     let explicit: Option<&Vec<usize>> = implicit.as_ref().map(|(_, e)| e);
@@ -347,6 +348,12 @@ pub fn import_model(
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map_or(1, |o| o.version);
+    // A node inlined from a function is inferred under the function's own default opset.
+    let opset_of = |i: usize| -> i64 {
+        node_opsets
+            .and_then(|o| o.get(i).copied().flatten())
+            .unwrap_or(opset)
+    };
 
     let mut origin: HashMap<&str, Origin> = HashMap::new();
     let mut facts: HashMap<&str, Info> = HashMap::new();
@@ -620,9 +627,9 @@ pub fn import_model(
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
         } else if control::is_control(n) {
             let outer = |name: &str| facts.get(name).cloned();
-            control::infer(&imp, n, &ins, &outer, opset, options).map_err(fail)?
+            control::infer(&imp, n, &ins, &outer, opset_of(i), options).map_err(fail)?
         } else {
-            let ctx = node_ctx(n, &ins, &attrs[i], opset, options);
+            let ctx = node_ctx(n, &ins, &attrs[i], opset_of(i), options);
             match infer::infer_node(&ctx) {
                 Ok(o) => o,
                 Err(NodeError::Msg(m)) => return Err(fail(m)),

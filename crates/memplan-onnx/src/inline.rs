@@ -24,9 +24,14 @@ const MAX_DEPTH: usize = 64;
 /// multiply); a larger expansion is an error rather than an exhausted memory.
 pub const MAX_INLINED_NODES: usize = 1 << 20;
 
-/// The main graph with every local-function call expanded, or `None` when the model has no
-/// functions (nothing to do). The error text names the calling node and function.
-pub fn inline_functions(model: &ModelProto) -> Result<Option<GraphProto>, String> {
+/// The main graph with every local-function call expanded, with, per node, the version of
+/// the default operator set it was written for when that is a function's own (its
+/// `opset_import`) rather than the model's; `None` when the model has no functions
+/// (nothing to do). The error text names the calling node and function.
+#[allow(clippy::type_complexity)]
+pub fn inline_functions(
+    model: &ModelProto,
+) -> Result<Option<(GraphProto, Vec<Option<i64>>)>, String> {
     let Some(g) = &model.graph else {
         return Ok(None);
     };
@@ -46,27 +51,40 @@ pub fn inline_functions(model: &ModelProto) -> Result<Option<GraphProto>, String
         }
     }
     let mut out = Vec::with_capacity(g.node.len());
+    let mut opsets = Vec::with_capacity(g.node.len());
     for (i, n) in g.node.iter().enumerate() {
         let call = if n.name.is_empty() {
             format!("node_{i}")
         } else {
             n.name.clone()
         };
-        expand(&table, n, &call, &mut Vec::new(), &mut out)?;
+        expand(
+            &table,
+            n,
+            &call,
+            None,
+            &mut Vec::new(),
+            &mut out,
+            &mut opsets,
+        )?;
     }
     let mut inlined = g.clone();
     inlined.node = out;
-    Ok(Some(inlined))
+    Ok(Some((inlined, opsets)))
 }
 
 /// Appends `n` (already renamed and with its attributes bound) to `out`, expanded when it
 /// calls a function; `chain` holds the functions being expanded, for the recursion check.
+/// `opset` is the default-domain version of the function `n` sits in (`None`: the model's).
+#[allow(clippy::too_many_arguments)]
 fn expand(
     table: &HashMap<(&str, &str, &str), &FunctionProto>,
     n: &NodeProto,
     call: &str,
+    opset: Option<i64>,
     chain: &mut Vec<String>,
     out: &mut Vec<NodeProto>,
+    opsets: &mut Vec<Option<i64>>,
 ) -> Result<(), String> {
     let Some(f) = table.get(&(n.domain.as_str(), n.op_type.as_str(), n.overload.as_str())) else {
         if out.len() >= MAX_INLINED_NODES {
@@ -77,6 +95,7 @@ fn expand(
         let mut n = n.clone();
         n.name = call.to_string();
         out.push(n);
+        opsets.push(opset);
         return Ok(());
     };
     if chain.len() >= MAX_DEPTH || chain.contains(&f.name) {
@@ -127,6 +146,12 @@ fn expand(
         .iter()
         .map(|a| (a.name.as_str(), a))
         .collect();
+    let inner_opset = f
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .or(opset);
     chain.push(f.name.clone());
     for (j, inner) in f.node.iter().enumerate() {
         let mut m = inner.clone();
@@ -154,7 +179,7 @@ fn expand(
             inner.name.clone()
         };
         let inner_call = format!("{call}/{inner_name}");
-        expand(table, &m, &inner_call, chain, out)?;
+        expand(table, &m, &inner_call, inner_opset, chain, out, opsets)?;
     }
     chain.pop();
     Ok(())

@@ -404,3 +404,53 @@ fn recursive_functions_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn inlined_nodes_use_their_function_opset() {
+    use memplan_onnx::proto::*;
+    use prost::Message;
+    let bytes = std::fs::read(dir().join("functions.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "f").unwrap();
+    // ConvAct written for opset 10: its activation becomes Resize-10 (scales in slot 1),
+    // which opset 17 would read from slot 2.
+    let conv_act = m
+        .functions
+        .iter_mut()
+        .find(|f| f.name == "ConvAct")
+        .unwrap();
+    for o in &mut conv_act.opset_import {
+        if o.domain.is_empty() {
+            o.version = 10;
+        }
+    }
+    let scales = TensorProto {
+        name: "s".into(),
+        dims: vec![4],
+        data_type: 1,
+        float_data: vec![1.0, 1.0, 2.0, 2.0],
+        ..TensorProto::default()
+    };
+    let constant = NodeProto {
+        name: "scales".into(),
+        op_type: "Constant".into(),
+        output: vec!["s".into()],
+        attribute: vec![AttributeProto {
+            name: "value".into(),
+            r#type: 4,
+            t: Some(scales),
+            ..AttributeProto::default()
+        }],
+        ..NodeProto::default()
+    };
+    let act = conv_act.node.last_mut().unwrap();
+    act.op_type = "Resize".into();
+    act.input = vec!["c".into(), "s".into()];
+    act.attribute.clear();
+    conv_act.node.insert(1, constant);
+    let bytes = ModelProto::encode_to_vec(&m);
+    let g = memplan_onnx::import_bytes(&bytes, "f.onnx", &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // block1: 12x12, conv pads 1 → 12, resized 24; conv pads 0 → 22, resized 44.
+    let b = g.value_by_name("b").unwrap();
+    assert_eq!(g.value(b).shape.as_deref(), Some(&[1, 4, 44, 44][..]));
+}
