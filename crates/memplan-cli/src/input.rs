@@ -91,7 +91,21 @@ pub fn read_graph(path: &Path, import: &ImportOptions) -> Result<Graph> {
                 &path.display().to_string(),
             )?)
         }
-        FileKind::Onnx => Ok(memplan_onnx::import_file(path, import)?),
+        FileKind::Onnx => {
+            let graph = memplan_onnx::import_file(path, import)?;
+            let bounded: Vec<_> = graph.bounded().collect();
+            if !bounded.is_empty() {
+                // A note, not an error: the plan is safe, and the sizes are upper bounds.
+                eprintln!(
+                    "note: '{}': {} tensors have data-dependent sizes and are planned at an upper bound (memplan inspect marks them), e.g. '{}': {}",
+                    path.display(),
+                    bounded.len(),
+                    graph.value(bounded[0].0).name,
+                    bounded[0].1
+                );
+            }
+            Ok(graph)
+        }
         FileKind::MinimallocCsv => anyhow::bail!(
             "'{}' is not a graph: give a graph JSON (.json) or ONNX (.onnx) file",
             path.display()
@@ -117,9 +131,12 @@ pub fn tflite_options(
             path.display()
         );
     }
-    if !settings.import.input_shapes.is_empty() || !settings.import.dims.is_empty() {
+    if !settings.import.input_shapes.is_empty()
+        || !settings.import.dims.is_empty()
+        || settings.import.max_dim.is_some()
+    {
         anyhow::bail!(
-            "'{}': --input-shape and --dim apply to ONNX; a .tflite has static shapes",
+            "'{}': --input-shape, --dim and --max-dim apply to ONNX; a .tflite has static shapes",
             path.display()
         );
     }

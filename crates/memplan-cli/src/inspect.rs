@@ -27,6 +27,8 @@ struct Row {
     group: String,
     /// The input it was written over, when computed in place.
     partner: String,
+    /// Why its size is an upper bound (a data-dependent size), when it is one.
+    bound: Option<String>,
 }
 
 fn rows(graph: &Graph, analysis: &Analysis) -> Vec<Row> {
@@ -55,6 +57,7 @@ fn rows(graph: &Graph, analysis: &Analysis) -> Vec<Row> {
                 kind: info.role.name(),
                 group: name(info.group_root),
                 partner: name(info.inplace_of),
+                bound: graph.bound_reason(id).map(str::to_string),
             }
         })
         .collect()
@@ -104,7 +107,7 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
             let tensors: Vec<_> = rows
                 .iter()
                 .map(|r| {
-                    json!({
+                    let mut t = json!({
                         "name": r.name,
                         "dtype": r.dtype,
                         "shape": r.dims,
@@ -114,7 +117,12 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
                         "kind": r.kind,
                         "alias_group": (!r.group.is_empty()).then_some(&r.group),
                         "inplace_partner": (!r.partner.is_empty()).then_some(&r.partner),
-                    })
+                    });
+                    // Only data-dependent tensors carry `upper_bound` (why the size is one).
+                    if let (Some(why), Some(map)) = (&r.bound, t.as_object_mut()) {
+                        map.insert("upper_bound".into(), json!(why));
+                    }
+                    t
                 })
                 .collect();
             let value = json!({
@@ -188,6 +196,22 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
                 &cells,
             ));
             out.push('\n');
+            let bounded: Vec<&Row> = rows.iter().filter(|r| r.bound.is_some()).collect();
+            if !bounded.is_empty() {
+                out.push_str(&format!(
+                    "{} tensors have data-dependent sizes, planned at an upper bound:\n",
+                    bounded.len()
+                ));
+                for r in bounded {
+                    out.push_str(&format!(
+                        "  {} {}: {}\n",
+                        r.name,
+                        r.shape,
+                        r.bound.as_deref().unwrap_or("")
+                    ));
+                }
+                out.push('\n');
+            }
             out.push_str(&key_values(&[
                 (
                     "arena tensors",

@@ -246,6 +246,11 @@ struct ImportArgs {
     /// ONNX: the value of a named (symbolic) dim, e.g. `--dim batch=8` (repeatable).
     #[arg(long, value_name = "NAME=VALUE", value_parser = memplan_onnx::parse_dim)]
     dim: Vec<(String, u64)>,
+    /// ONNX: upper bound for a data-dependent size the graph does not bound itself (a Loop
+    /// with a runtime trip count, a Range or ConstantOfShape of runtime values); tensors
+    /// planned at a bound are marked in `inspect`.
+    #[arg(long, value_name = "N")]
+    max_dim: Option<u64>,
 }
 
 impl ImportArgs {
@@ -253,6 +258,7 @@ impl ImportArgs {
         memplan_onnx::ImportOptions {
             input_shapes: self.input_shape.into_iter().collect(),
             dims: self.dim.into_iter().collect(),
+            max_dim: self.max_dim,
         }
     }
 }

@@ -1623,3 +1623,46 @@ fn platform_applies_to_npu_plans_and_operators_only() {
     let out = memplan(&["inspect", model, "--operators", "--platform", pooled]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn data_dependent_sizes_are_marked_as_upper_bounds() {
+    // NonMaxSuppression, NonZero and TopK with a runtime k (memplan-onnx's detection
+    // fixture): inspect marks the bounded tensors, plan notes them on stderr.
+    let file = "crates/memplan-onnx/tests/data/ops/detection.onnx";
+    let out = memplan(&["inspect", file, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sel = json["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "sel")
+        .unwrap();
+    assert_eq!(sel["shape"], serde_json::json!([12, 3]));
+    assert!(sel["upper_bound"]
+        .as_str()
+        .unwrap()
+        .contains("max_output_boxes_per_class = 4"));
+    let out = memplan(&["plan", file]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("13 tensors have data-dependent sizes"),
+        "{err}"
+    );
+    // --max-dim is accepted and does not change sizes the graph bounds itself.
+    let out = memplan(&["inspect", file, "--max-dim", "1000", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(again["tensors"], json["tensors"]);
+    let out = memplan(&["inspect", file, "--max-dim", "x"]);
+    assert!(!out.status.success());
+}

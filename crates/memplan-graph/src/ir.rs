@@ -22,7 +22,8 @@
 //!   is added; a [`ValueKind::Constant`] value may have one (the output of an ONNX
 //!   `Constant` node keeps its node, so that node positions stay the file's) or not (a
 //!   folded value);
-//! - when a value has a shape, `bytes == product(shape) * dtype.size_bytes()` (checked);
+//! - when a value has a shape, `bytes == shape_bytes(dtype, shape)` (checked): the element
+//!   count times the element size, rounded up to whole bytes for packed 4-bit types;
 //! - ids index the vectors: `graph.node(id)`, `graph.value(id)`.
 //!
 //! The node order is the order in which nodes were added (the file's order for importers);
@@ -80,11 +81,17 @@ pub enum DType {
     Float8e4m3fnuz,
     Float8e5m2,
     Float8e5m2fnuz,
+    /// 4-bit unsigned integer, two per byte (ONNX `UINT4`, code 21).
+    Uint4,
+    /// 4-bit signed integer, two per byte (ONNX `INT4`, code 22).
+    Int4,
+    /// 4-bit float (ONNX `FLOAT4E2M1`, code 23), two per byte.
+    Float4e2m1,
 }
 
 impl DType {
     /// Every element type, in ONNX code order.
-    pub const ALL: [DType; 20] = [
+    pub const ALL: [DType; 23] = [
         DType::Float,
         DType::Uint8,
         DType::Int8,
@@ -105,6 +112,9 @@ impl DType {
         DType::Float8e4m3fnuz,
         DType::Float8e5m2,
         DType::Float8e5m2fnuz,
+        DType::Uint4,
+        DType::Int4,
+        DType::Float4e2m1,
     ];
 
     /// The type with this upper-case ONNX name (as [`DType::name`] spells it).
@@ -124,10 +134,22 @@ impl DType {
                 | DType::Float8e4m3fnuz
                 | DType::Float8e5m2
                 | DType::Float8e5m2fnuz
+                | DType::Float4e2m1
         )
     }
 
-    /// Bytes per element. `String` has no fixed size and answers `None`.
+    /// Bits per element: 4 for the packed 4-bit types, `8 * size_bytes` otherwise; `None`
+    /// for `String`.
+    pub fn size_bits(self) -> Option<u64> {
+        match self {
+            DType::Uint4 | DType::Int4 | DType::Float4e2m1 => Some(4),
+            t => t.size_bytes().map(|b| 8 * b),
+        }
+    }
+
+    /// Bytes per element. `String` has no fixed size and answers `None`; so do the packed
+    /// 4-bit types (`Uint4`, `Int4`, `Float4e2m1`), whose elements are half a byte: use
+    /// [`DType::size_bits`] or [`shape_bytes`] for them.
     pub fn size_bytes(self) -> Option<u64> {
         Some(match self {
             DType::Bool
@@ -141,7 +163,7 @@ impl DType {
             DType::Float | DType::Int32 | DType::Uint32 => 4,
             DType::Double | DType::Int64 | DType::Uint64 | DType::Complex64 => 8,
             DType::Complex128 => 16,
-            DType::String => return None,
+            DType::String | DType::Uint4 | DType::Int4 | DType::Float4e2m1 => return None,
         })
     }
 
@@ -168,6 +190,9 @@ impl DType {
             DType::Float8e4m3fnuz => 18,
             DType::Float8e5m2 => 19,
             DType::Float8e5m2fnuz => 20,
+            DType::Uint4 => 21,
+            DType::Int4 => 22,
+            DType::Float4e2m1 => 23,
         }
     }
 
@@ -194,6 +219,9 @@ impl DType {
             18 => DType::Float8e4m3fnuz,
             19 => DType::Float8e5m2,
             20 => DType::Float8e5m2fnuz,
+            21 => DType::Uint4,
+            22 => DType::Int4,
+            23 => DType::Float4e2m1,
             _ => return None,
         })
     }
@@ -221,6 +249,9 @@ impl DType {
             DType::Float8e4m3fnuz => "FLOAT8E4M3FNUZ",
             DType::Float8e5m2 => "FLOAT8E5M2",
             DType::Float8e5m2fnuz => "FLOAT8E5M2FNUZ",
+            DType::Uint4 => "UINT4",
+            DType::Int4 => "INT4",
+            DType::Float4e2m1 => "FLOAT4E2M1",
         }
     }
 }
@@ -339,11 +370,18 @@ impl Value {
     }
 }
 
-/// `product(shape) * size of dtype`, or `None` on overflow or for `STRING`.
+/// `product(shape) * size of dtype`, or `None` on overflow or for `STRING`. Packed 4-bit
+/// types take `ceil(product(shape) / 2)` bytes (two elements per byte, the last byte
+/// half-used for an odd count), as ONNX stores them.
 pub fn shape_bytes(dtype: DType, shape: &[u64]) -> Option<u64> {
-    shape
-        .iter()
-        .try_fold(dtype.size_bytes()?, |acc, &d| acc.checked_mul(d))
+    let bits = dtype.size_bits()?;
+    if bits % 8 == 0 {
+        return shape
+            .iter()
+            .try_fold(bits / 8, |acc, &d| acc.checked_mul(d));
+    }
+    let n = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+    Some(n.checked_mul(bits)?.div_ceil(8))
 }
 
 /// An operator.
@@ -411,6 +449,8 @@ pub struct Graph {
     control_edges: Vec<(NodeId, NodeId)>,
     value_names: HashMap<String, ValueId>,
     node_names: HashMap<String, NodeId>,
+    /// Values whose shape is an upper bound of a data-dependent size, with the reason.
+    bounded: BTreeMap<ValueId, String>,
 }
 
 impl Graph {
@@ -544,6 +584,23 @@ impl Graph {
     /// Sets a node's domain.
     pub fn set_domain(&mut self, node: NodeId, domain: impl Into<String>) {
         self.nodes[node.index()].domain = domain.into();
+    }
+
+    /// Marks a value's shape as an upper bound of a size known only at run time
+    /// (`NonZero`, `NonMaxSuppression`, …); `why` says where the bound comes from. Planning
+    /// it at the bound is safe: the real tensor is never larger.
+    pub fn set_bounded(&mut self, value: ValueId, why: impl Into<String>) {
+        self.bounded.insert(value, why.into());
+    }
+
+    /// Why a value's shape is an upper bound, `None` when it is exact.
+    pub fn bound_reason(&self, value: ValueId) -> Option<&str> {
+        self.bounded.get(&value).map(String::as_str)
+    }
+
+    /// Every value planned at an upper bound, with the reason, in id order.
+    pub fn bounded(&self) -> impl Iterator<Item = (ValueId, &str)> {
+        self.bounded.iter().map(|(&v, w)| (v, w.as_str()))
     }
 
     /// Sets the known contents of a value (shape inference's constants).
@@ -697,7 +754,7 @@ mod tests {
 
     #[test]
     fn onnx_codes_round_trip() {
-        for code in 1..=20 {
+        for code in 1..=23 {
             let t = DType::from_onnx_code(code).unwrap();
             assert_eq!(t.onnx_code(), code);
         }
@@ -708,5 +765,12 @@ mod tests {
         assert_eq!(DType::from_name("float"), None);
         assert_eq!(shape_bytes(DType::Float, &[1, 3, 224, 224]), Some(602112));
         assert_eq!(shape_bytes(DType::Float, &[u64::MAX, 2]), None);
+        // Packed 4-bit types: two per byte, an odd count rounds up.
+        assert_eq!(shape_bytes(DType::Int4, &[3, 5]), Some(8));
+        assert_eq!(shape_bytes(DType::Uint4, &[4, 4]), Some(8));
+        assert_eq!(shape_bytes(DType::Int4, &[]), Some(1));
+        assert_eq!(shape_bytes(DType::Int4, &[0]), Some(0));
+        assert_eq!(shape_bytes(DType::Int4, &[u64::MAX, 1]), None);
+        assert_eq!(DType::Int4.size_bytes(), None);
     }
 }

@@ -92,6 +92,11 @@ pub enum OnnxError {
         op: String,
         message: String,
     },
+    #[error("{source_name}: inlining local functions: {message}")]
+    Function {
+        source_name: Arc<str>,
+        message: String,
+    },
     #[error("{source_name}: building the graph failed: {source}")]
     Graph {
         source_name: Arc<str>,

@@ -123,9 +123,35 @@ fn broadcast_positions(from: &[u64], to: &[u64]) -> Option<Vec<usize>> {
     Some(out)
 }
 
-/// Identity, Neg, Abs, Sqrt, Floor, Ceil, Not.
+/// Identity, Neg, Abs, Sqrt, Floor, Ceil, Not, Reciprocal, Round (half to even), Sign,
+/// Exp, Log, Relu.
 pub fn unary(op: &str, d: &Data) -> Option<Data> {
+    let floats = |f: fn(f64) -> f64| match d {
+        Data::Floats(v) => Some(Data::Floats(v.iter().map(|&x| f(x)).collect())),
+        Data::Ints(_) => None,
+    };
+    match op {
+        "Reciprocal" => return floats(|x| 1.0 / x),
+        "Round" => return floats(f64::round_ties_even),
+        "Exp" => return floats(f64::exp),
+        "Log" => return floats(f64::ln),
+        _ => {}
+    }
     Some(match (op, d) {
+        ("Sign", Data::Ints(v)) => Data::Ints(v.iter().map(|x| x.signum()).collect()),
+        ("Sign", Data::Floats(v)) => Data::Floats(
+            v.iter()
+                .map(|&x| {
+                    if x == 0.0 || x.is_nan() {
+                        x
+                    } else {
+                        x.signum()
+                    }
+                })
+                .collect(),
+        ),
+        ("Relu", Data::Ints(v)) => Data::Ints(v.iter().map(|&x| x.max(0)).collect()),
+        ("Relu", Data::Floats(v)) => Data::Floats(v.iter().map(|&x| x.max(0.0)).collect()),
         ("Identity", d) => d.clone(),
         ("Neg", Data::Ints(v)) => {
             Data::Ints(v.iter().map(|x| x.checked_neg()).collect::<Option<_>>()?)
@@ -441,6 +467,11 @@ pub fn range(start: &Data, limit: &Data, delta: &Data) -> Result<(u64, Option<Da
                 *l.first().ok_or_else(empty)?,
                 *d.first().ok_or_else(empty)?,
             );
+            if !(s.is_finite() && l.is_finite() && d.is_finite()) {
+                return Err(format!(
+                    "start {s}, limit {l} and delta {d} must all be finite numbers"
+                ));
+            }
             let n = ((l - s) / d).ceil().max(0.0);
             if !n.is_finite() || d == 0.0 || n >= 1.8e19 {
                 return Err(format!(
@@ -453,5 +484,116 @@ pub fn range(start: &Data, limit: &Data, delta: &Data) -> Result<(u64, Option<Da
             Ok((n, data))
         }
         _ => Err("start, limit and delta must have one type".into()),
+    }
+}
+
+/// `Clip(x, min, max)` of known contents; a missing bound is unbounded.
+pub fn clip(x: &Data, min: Option<&Data>, max: Option<&Data>) -> Option<Data> {
+    match x {
+        Data::Ints(v) => {
+            let lo = match min {
+                Some(Data::Ints(m)) => *m.first()?,
+                None => i64::MIN,
+                _ => return None,
+            };
+            let hi = match max {
+                Some(Data::Ints(m)) => *m.first()?,
+                None => i64::MAX,
+                _ => return None,
+            };
+            Some(Data::Ints(v.iter().map(|&e| e.max(lo).min(hi)).collect()))
+        }
+        Data::Floats(v) => {
+            let lo = match min {
+                Some(Data::Floats(m)) => *m.first()?,
+                None => f64::NEG_INFINITY,
+                _ => return None,
+            };
+            let hi = match max {
+                Some(Data::Floats(m)) => *m.first()?,
+                None => f64::INFINITY,
+                _ => return None,
+            };
+            Some(Data::Floats(v.iter().map(|&e| e.max(lo).min(hi)).collect()))
+        }
+    }
+}
+
+/// A reduction (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd) of known contents
+/// over `axes` (all distinct, below the rank), into `out_shape` (keepdims or not: the order
+/// of the kept elements is the same).
+pub fn reduce(op: &str, x: &Info, axes: &[usize], out_shape: &[u64]) -> Option<Data> {
+    let data = x.data.as_ref()?;
+    let n_out = foldable(out_shape)?;
+    foldable(&x.shape)?;
+    // Position of each input element in the output: its index with the reduced axes dropped.
+    let kept: Vec<u64> = x
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
+        .collect();
+    let st = strides(&kept);
+    let mut slots = Vec::new();
+    for_each_index(&x.shape, |idx| {
+        let mut p = 0usize;
+        for (i, &v) in idx.iter().enumerate() {
+            if !axes.contains(&i) {
+                p += v as usize * st[i];
+            }
+        }
+        slots.push(p);
+    });
+    let group = (elements(&x.shape)? as usize)
+        .checked_div(n_out)
+        .unwrap_or(0);
+    match data {
+        Data::Ints(v) => {
+            let init: i64 = match op {
+                "ReduceSum" | "ReduceMean" => 0,
+                "ReduceProd" => 1,
+                "ReduceMax" => i64::MIN,
+                "ReduceMin" => i64::MAX,
+                _ => return None,
+            };
+            let mut acc = vec![init; n_out];
+            for (&slot, &e) in slots.iter().zip(v) {
+                let a = acc.get_mut(slot)?;
+                *a = match op {
+                    "ReduceSum" | "ReduceMean" => a.checked_add(e)?,
+                    "ReduceProd" => a.checked_mul(e)?,
+                    "ReduceMax" => (*a).max(e),
+                    _ => (*a).min(e),
+                };
+            }
+            if op == "ReduceMean" {
+                let g = i64::try_from(group).ok().filter(|&g| g > 0)?;
+                acc.iter_mut().for_each(|a| *a /= g);
+            }
+            Some(Data::Ints(acc))
+        }
+        Data::Floats(v) => {
+            let init = match op {
+                "ReduceSum" | "ReduceMean" => 0.0,
+                "ReduceProd" => 1.0,
+                "ReduceMax" => f64::NEG_INFINITY,
+                "ReduceMin" => f64::INFINITY,
+                _ => return None,
+            };
+            let mut acc = vec![init; n_out];
+            for (&slot, &e) in slots.iter().zip(v) {
+                let a = acc.get_mut(slot)?;
+                *a = match op {
+                    "ReduceSum" | "ReduceMean" => *a + e,
+                    "ReduceProd" => *a * e,
+                    "ReduceMax" => a.max(e),
+                    _ => a.min(e),
+                };
+            }
+            if op == "ReduceMean" {
+                acc.iter_mut().for_each(|a| *a /= group as f64);
+            }
+            Some(Data::Floats(acc))
+        }
     }
 }

@@ -11,6 +11,8 @@ use crate::infer::{self, elements, Ctx, Info, NodeError, MAX_FOLD_ELEMENTS};
 use crate::proto::{self, attribute_type as at, DimensionValue, ModelProto, TensorProto};
 use crate::{ImportOptions, OnnxError};
 
+mod control;
+
 /// Where a value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Origin {
@@ -104,13 +106,13 @@ impl Importer<'_> {
         let size = dtype.size_bytes().unwrap_or(0) as usize;
         let raw = &t.raw_data;
         let data = if !raw.is_empty() {
-            if raw.len() != n * size {
+            let need = memplan_graph::ir::shape_bytes(dtype, &[n as u64]).unwrap_or(0);
+            if raw.len() as u64 != need {
                 return Err(self.value_err(
                     name,
                     format!(
-                        "raw_data has {} bytes but {n} elements of {dtype} need {}",
+                        "raw_data has {} bytes but {n} elements of {dtype} need {need}",
                         raw.len(),
-                        n * size
                     ),
                 ));
             }
@@ -130,6 +132,9 @@ impl Importer<'_> {
                         .collect(),
                 ),
                 DType::Double => Data::Floats((0..n).map(|i| f64::from_bits(le(i, 8))).collect()),
+                DType::Float16 => {
+                    Data::Floats((0..n).map(|i| half_to_f64(le(i, 2) as u16)).collect())
+                }
                 DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 => {
                     Data::Ints((0..n).map(|i| sext(le(i, size), size)).collect())
                 }
@@ -161,6 +166,13 @@ impl Importer<'_> {
                     t.float_data.iter().map(|&v| f64::from(v)).collect(),
                 )),
                 DType::Double => Some(Data::Floats(t.double_data.clone())),
+                // FLOAT16 typed data sits in int32_data, one element (its bits) each.
+                DType::Float16 => Some(Data::Floats(
+                    t.int32_data
+                        .iter()
+                        .map(|&v| half_to_f64(v as u16))
+                        .collect(),
+                )),
                 _ => None,
             };
             match d {
@@ -229,6 +241,56 @@ impl Importer<'_> {
     }
 }
 
+/// The inference context of node `n` with its inputs' facts `ins` and its attributes.
+fn node_ctx<'a>(
+    n: &'a proto::NodeProto,
+    ins: &'a [Option<&'a Info>],
+    attrs: &'a BTreeMap<String, Attribute>,
+    opset: i64,
+    options: &ImportOptions,
+) -> Ctx<'a> {
+    Ctx {
+        op: &n.op_type,
+        domain: &n.domain,
+        input_names: &n.input,
+        inputs: ins,
+        attrs,
+        n_outputs: n.output.len(),
+        opset,
+        max_dim: options.max_dim,
+    }
+}
+
+/// True when `op`'s output contents never decrease as the inputs in `slots` grow (on the
+/// non-negative values shapes hold): folded values computed from upper bounds through such
+/// an operator are upper bounds too.
+fn monotone(op: &str, slots: &[usize]) -> bool {
+    match op {
+        // Every operand counts alike.
+        "Concat" | "Min" | "Max" | "Add" | "Mul" | "Sum" => true,
+        // Only in the data: a bounded index, axis, start or shape operand would pick other
+        // elements, not larger ones. Div and Sub grow with the dividend / minuend only.
+        "Shape" | "Size" | "Identity" | "Cast" | "Gather" | "Unsqueeze" | "Squeeze" | "Slice"
+        | "Reshape" | "Flatten" | "Expand" | "Tile" | "Transpose" | "ReduceMax" | "ReduceMin"
+        | "ReduceSum" | "ReduceProd" | "Ceil" | "Floor" | "Round" | "Sqrt" | "Relu" | "Clip"
+        | "Div" | "Sub" => slots == [0],
+        _ => false,
+    }
+}
+
+/// IEEE 754 half precision bits to `f64` (subnormals, infinities and NaN included).
+fn half_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let frac = f64::from(h & 0x3ff);
+    sign * match exp {
+        0 => frac * 2f64.powi(-24),
+        31 if frac == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        e => (1.0 + frac / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
 /// The value a `Constant` node defines (opset 1..=19 attribute forms).
 fn constant_value(node: &str, attrs: &BTreeMap<String, Attribute>) -> Result<Info, String> {
     let _ = node;
@@ -269,16 +331,35 @@ pub fn import_model(
     let g = model.graph.as_ref().ok_or_else(|| OnnxError::NoGraph {
         source_name: source.into(),
     })?;
+    // Local functions are inlined first: their nodes are steps of the graph like any other.
+    let inlined =
+        crate::inline::inline_functions(model).map_err(|message| OnnxError::Function {
+            source_name: source.into(),
+            message,
+        })?;
+    let node_opsets: Option<&Vec<Option<i64>>> = inlined.as_ref().map(|(_, o)| o);
+    let g = inlined.as_ref().map_or(g, |(g2, _)| g2);
+    // Control flow: the outer values a sub-graph reads become extra inputs of its node.
+    let implicit = control::add_implicit_inputs(g);
+    let explicit: Option<&Vec<usize>> = implicit.as_ref().map(|(_, e)| e);
+    let g = implicit.as_ref().map_or(g, |(g2, _)| g2);
     let opset = model
         .opset_import
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map_or(1, |o| o.version);
+    // A node inlined from a function is inferred under the function's own default opset.
+    let opset_of = |i: usize| -> i64 {
+        node_opsets
+            .and_then(|o| o.get(i).copied().flatten())
+            .unwrap_or(opset)
+    };
 
     let mut origin: HashMap<&str, Origin> = HashMap::new();
     let mut facts: HashMap<&str, Info> = HashMap::new();
 
-    // Initialisers: shapes always, contents only of small inline integer tensors.
+    // Initialisers: shapes always, contents of small inline tensors (integer shape operands,
+    // float scales of Resize, Range limits, …).
     for t in &g.initializer {
         if origin
             .insert(t.name.as_str(), Origin::Initializer)
@@ -286,7 +367,7 @@ pub fn import_model(
         {
             return Err(imp.value_err(&t.name, "two initialisers have this name"));
         }
-        let info = imp.tensor(t, &t.name, |d| !d.is_float())?;
+        let info = imp.tensor(t, &t.name, |_| true)?;
         facts.insert(t.name.as_str(), info);
     }
 
@@ -297,7 +378,43 @@ pub fn import_model(
     for vi in &g.input {
         let name = vi.name.as_str();
         match origin.get(name) {
-            Some(Origin::Initializer) => continue,
+            Some(Origin::Initializer) => {
+                // Old opsets list initialisers among the inputs; the declared type must be
+                // the initialiser's, or the file contradicts itself.
+                let init = &facts[name];
+                let tt = vi.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
+                if let Some(tt) = tt {
+                    let declared: Option<Vec<i64>> = tt.shape.as_ref().map(|sp| {
+                        sp.dim
+                            .iter()
+                            .map(|d| match &d.value {
+                                Some(DimensionValue::DimValue(v)) => *v,
+                                _ => -1,
+                            })
+                            .collect()
+                    });
+                    let shape_clash = declared.as_ref().is_some_and(|d| {
+                        d.len() != init.shape.len()
+                            || d.iter()
+                                .zip(&init.shape)
+                                .any(|(&a, &b)| a >= 0 && a as u64 != b)
+                    });
+                    let type_clash = tt.elem_type != 0 && tt.elem_type != init.dtype.onnx_code();
+                    if shape_clash || type_clash {
+                        return Err(imp.value_err(
+                            name,
+                            format!(
+                                "it is a graph input declared as {} {:?} and an initialiser of {} {:?}; one name cannot be both (rename one, or make the input's type the initialiser's)",
+                                DType::from_onnx_code(tt.elem_type).map_or("an unknown type".to_string(), |t| t.to_string()),
+                                declared.unwrap_or_default(),
+                                init.dtype,
+                                init.shape
+                            ),
+                        ));
+                    }
+                }
+                continue;
+            }
             Some(_) => return Err(imp.value_err(name, "two graph inputs have this name")),
             None => {}
         }
@@ -494,37 +611,25 @@ pub fn import_model(
             op: n.op_type.clone(),
             message,
         };
+        // A control-flow node's own inputs; the outer values its bodies read follow them.
+        let own = explicit.map_or(n.input.len(), |e| e[i]);
+        let ins: Vec<Option<&Info>> = n.input[..own]
+            .iter()
+            .map(|inp| {
+                if inp.is_empty() {
+                    None
+                } else {
+                    facts.get(inp.as_str())
+                }
+            })
+            .collect();
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
+        } else if control::is_control(n) {
+            let outer = |name: &str| facts.get(name).cloned();
+            control::infer(&imp, n, &ins, &outer, opset_of(i), options).map_err(fail)?
         } else {
-            if !(n.domain.is_empty() || n.domain == "ai.onnx") {
-                return Err(OnnxError::UnknownOperator {
-                    source_name: source.into(),
-                    node: node_label(i),
-                    op: n.op_type.clone(),
-                    domain: format!(" in domain '{}'", n.domain),
-                    why: "only the default ONNX domain is supported".into(),
-                });
-            }
-            let ins: Vec<Option<&Info>> = n
-                .input
-                .iter()
-                .map(|inp| {
-                    if inp.is_empty() {
-                        None
-                    } else {
-                        facts.get(inp.as_str())
-                    }
-                })
-                .collect();
-            let ctx = Ctx {
-                op: &n.op_type,
-                input_names: &n.input,
-                inputs: &ins,
-                attrs: &attrs[i],
-                n_outputs: n.output.len(),
-                opset,
-            };
+            let ctx = node_ctx(n, &ins, &attrs[i], opset_of(i), options);
             match infer::infer_node(&ctx) {
                 Ok(o) => o,
                 Err(NodeError::Msg(m)) => return Err(fail(m)),
@@ -533,7 +638,11 @@ pub fn import_model(
                         source_name: source.into(),
                         node: node_label(i),
                         op: n.op_type.clone(),
-                        domain: String::new(),
+                        domain: if n.domain.is_empty() || n.domain == "ai.onnx" {
+                            String::new()
+                        } else {
+                            format!(" in domain '{}'", n.domain)
+                        },
                         why,
                     })
                 }
@@ -551,12 +660,35 @@ pub fn import_model(
                     outs.len()
                 )));
             };
+            let mut info = info.clone();
+            // A value computed from a bounded one is bounded too. Its folded contents (a
+            // shape value holding the bound) stay only through operators that never turn a
+            // larger input into a smaller output; any other leaves them unknown, so that no
+            // size is ever planned below the real one.
+            let bounded_slots: Vec<usize> = n
+                .input
+                .iter()
+                .enumerate()
+                .filter(|(_, inp)| facts.get(inp.as_str()).is_some_and(|f| f.bound.is_some()))
+                .map(|(s, _)| s)
+                .collect();
+            if let Some(&first) = bounded_slots.first() {
+                if info.bound.is_none() {
+                    info.bound = Some(format!(
+                        "computed from the bounded value '{}'",
+                        n.input[first]
+                    ));
+                }
+                if info.data.is_some() && !monotone(&n.op_type, &bounded_slots) {
+                    info.data = None;
+                }
+            }
             if info.dtype == DType::String {
                 return Err(fail(format!(
                     "output '{out}' is a STRING tensor, which has no fixed size"
                 )));
             }
-            facts.insert(out.as_str(), info.clone());
+            facts.insert(out.as_str(), info);
         }
         for &u in &users[i] {
             waiting[u] -= 1;
@@ -618,6 +750,9 @@ pub fn import_model(
         let id = graph.add_value(v).map_err(|e| imp.graph_err(e))?;
         if let Some(d) = &info.data {
             graph.set_data(id, Some(d.to_tensor_data()));
+        }
+        if let Some(why) = &info.bound {
+            graph.set_bounded(id, why.clone());
         }
         Ok(id)
     };

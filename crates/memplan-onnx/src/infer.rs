@@ -15,6 +15,11 @@ use std::collections::BTreeMap;
 use memplan_graph::{Attribute, DType};
 
 use crate::fold::{self, Data};
+use crate::ops;
+
+mod contrib;
+mod extra;
+mod quant;
 
 /// Tensors with more elements than this are never folded (their contents are not computed).
 pub const MAX_FOLD_ELEMENTS: u64 = 4096;
@@ -26,6 +31,9 @@ pub struct Info {
     pub shape: Vec<u64>,
     /// Row-major contents; when present its length equals the shape's element count.
     pub data: Option<Data>,
+    /// When the real size depends on runtime values (NonZero, NonMaxSuppression, …): why
+    /// `shape` is an upper bound and where the bound comes from. `None` for exact shapes.
+    pub bound: Option<String>,
 }
 
 impl Info {
@@ -35,6 +43,17 @@ impl Info {
             dtype,
             shape,
             data: None,
+            bound: None,
+        }
+    }
+
+    /// A value whose `shape` is an upper bound of a data-dependent size, `why` saying so.
+    pub fn bounded(dtype: DType, shape: Vec<u64>, why: impl Into<String>) -> Info {
+        Info {
+            dtype,
+            shape,
+            data: None,
+            bound: Some(why.into()),
         }
     }
 
@@ -44,7 +63,12 @@ impl Info {
         let data = data.filter(|d| {
             d.len() as u64 <= MAX_FOLD_ELEMENTS && Some(d.len() as u64) == elements(&shape)
         });
-        Info { dtype, shape, data }
+        Info {
+            dtype,
+            shape,
+            data,
+            bound: None,
+        }
     }
 
     fn ints(&self) -> Option<&[i64]> {
@@ -78,6 +102,8 @@ fn msg<T>(text: impl Into<String>) -> R<T> {
 /// One node as inference sees it.
 pub struct Ctx<'a> {
     pub op: &'a str,
+    /// The node's domain: `""` (default, also for `"ai.onnx"`) or e.g. `"com.microsoft"`.
+    pub domain: &'a str,
     /// Input names by slot (`""` for an omitted optional input).
     pub input_names: &'a [String],
     /// Input facts by slot; `None` for an omitted optional input.
@@ -86,6 +112,8 @@ pub struct Ctx<'a> {
     pub n_outputs: usize,
     /// Version of the default operator set the model imports.
     pub opset: i64,
+    /// Upper bound for a data-dependent dim the graph does not bound (`--max-dim`).
+    pub max_dim: Option<u64>,
 }
 
 impl<'a> Ctx<'a> {
@@ -286,23 +314,95 @@ pub fn broadcast(shapes: &[(usize, &[u64])]) -> Result<Vec<u64>, String> {
 }
 
 /// Infers one node's outputs from its inputs.
+///
+/// The operator must be in the registry ([`crate::ops`]); one outside it is
+/// [`NodeError::Unsupported`]. Operators of the `com.microsoft` domain go to
+/// `contrib::infer`.
 pub fn infer_node(ctx: &Ctx) -> R<Vec<Info>> {
+    let domain = ops::canonical_domain(ctx.domain);
+    if !ops::is_supported(domain, ctx.op) {
+        return Err(NodeError::Unsupported(if domain.is_empty() {
+            "no shape inference is implemented for it".to_string()
+        } else if domain == ops::MICROSOFT {
+            "no shape inference is implemented for this onnxruntime contrib operator".to_string()
+        } else {
+            "memplan infers the default ONNX domain and com.microsoft only".to_string()
+        }));
+    }
+    if domain == ops::MICROSOFT {
+        return contrib::infer(ctx);
+    }
+    if let Some(outs) = extra::infer(ctx)? {
+        return Ok(outs);
+    }
     let outs = match ctx.op {
         // Elementwise unary: same type and shape.
-        "Relu" | "Sigmoid" | "Tanh" | "Erf" | "Gelu" | "Softmax" | "LogSoftmax" | "Hardmax"
-        | "Exp" | "Log" | "Reciprocal" | "Round" | "Sin" | "Cos" | "Tan" | "Asin" | "Acos"
-        | "Atan" | "Sinh" | "Cosh" | "Asinh" | "Acosh" | "Atanh" | "LeakyRelu" | "Elu"
-        | "Selu" | "Celu" | "HardSigmoid" | "HardSwish" | "Softplus" | "Softsign" | "Mish"
-        | "ThresholdedRelu" | "Shrink" | "Sign" | "Clip" | "LRN" | "InstanceNormalization"
-        | "GroupNormalization" | "MeanVarianceNormalization" | "CumSum" | "Trilu"
-        | "BitwiseNot" | "PRelu" | "ScatterND" | "ScatterElements" | "Scatter"
-        | "RandomNormalLike" | "RandomUniformLike" => {
+        "Sigmoid"
+        | "Tanh"
+        | "Erf"
+        | "Gelu"
+        | "Softmax"
+        | "LogSoftmax"
+        | "Hardmax"
+        | "Sin"
+        | "Cos"
+        | "Tan"
+        | "Asin"
+        | "Acos"
+        | "Atan"
+        | "Sinh"
+        | "Cosh"
+        | "Asinh"
+        | "Acosh"
+        | "Atanh"
+        | "LeakyRelu"
+        | "Elu"
+        | "Selu"
+        | "Celu"
+        | "HardSigmoid"
+        | "HardSwish"
+        | "Softplus"
+        | "Softsign"
+        | "Mish"
+        | "ThresholdedRelu"
+        | "Shrink"
+        | "LRN"
+        | "InstanceNormalization"
+        | "GroupNormalization"
+        | "MeanVarianceNormalization"
+        | "CumSum"
+        | "Trilu"
+        | "BitwiseNot"
+        | "PRelu"
+        | "ScatterND"
+        | "ScatterElements"
+        | "Scatter"
+        | "RandomNormalLike"
+        | "RandomUniformLike" => {
             let x = ctx.input(0)?;
             vec![Info::new(x.dtype, x.shape.clone())]
         }
-        "Identity" | "Neg" | "Abs" | "Sqrt" | "Floor" | "Ceil" | "Not" => {
+        "Identity" | "Neg" | "Abs" | "Sqrt" | "Floor" | "Ceil" | "Not" | "Reciprocal" | "Round"
+        | "Sign" | "Exp" | "Log" | "Relu" => {
             let x = ctx.input(0)?;
             let data = x.data.as_ref().and_then(|d| fold::unary(ctx.op, d));
+            vec![Info::with_data(x.dtype, x.shape.clone(), data)]
+        }
+        "Clip" => {
+            let x = ctx.input(0)?;
+            let data = x.data.as_ref().and_then(|d| {
+                if ctx.opset < 11 {
+                    let lo = ctx.attr_floats("min").ok().flatten().map(Data::Floats);
+                    let hi = ctx.attr_floats("max").ok().flatten().map(Data::Floats);
+                    fold::clip(d, lo.as_ref(), hi.as_ref())
+                } else {
+                    let bound = |slot: usize| match ctx.opt_input(slot) {
+                        None => Some(None),
+                        Some(b) => b.data.as_ref().map(Some),
+                    };
+                    fold::clip(d, bound(1)?, bound(2)?)
+                }
+            });
             vec![Info::with_data(x.dtype, x.shape.clone(), data)]
         }
         "IsNaN" | "IsInf" => vec![Info::new(DType::Bool, ctx.input(0)?.shape.clone())],
@@ -315,8 +415,9 @@ pub fn infer_node(ctx: &Ctx) -> R<Vec<Info>> {
         }
         "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Mod" | "Max" | "Min" | "Sum" | "Mean"
         | "BitShift" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" => elementwise(ctx, None)?,
-        "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "And" | "Or"
-        | "Xor" => elementwise(ctx, Some(DType::Bool))?,
+        "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "And" | "Or" | "Xor" => {
+            elementwise(ctx, Some(DType::Bool))?
+        }
         "Where" => where_(ctx)?,
         "MatMul" => vec![matmul(ctx)?],
         "Gemm" => vec![gemm(ctx)?],
@@ -371,7 +472,10 @@ pub fn infer_node(ctx: &Ctx) -> R<Vec<Info>> {
             let x = ctx.input(0)?;
             let axis = ctx.axis("axis", ctx.attr_int("axis", 0)?, x.shape.len())?;
             let keep = ctx.attr_int("keepdims", 1)? != 0;
-            vec![Info::new(DType::Int64, reduce_shape(&x.shape, &[axis], keep))]
+            vec![Info::new(
+                DType::Int64,
+                reduce_shape(&x.shape, &[axis], keep),
+            )]
         }
         "Cast" => {
             let x = ctx.input(0)?;
@@ -399,49 +503,24 @@ pub fn infer_node(ctx: &Ctx) -> R<Vec<Info>> {
             let n = elements(&x.shape)
                 .and_then(|n| i64::try_from(n).ok())
                 .ok_or_else(|| NodeError::Msg("input 0's element count overflows".into()))?;
-            vec![Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![n])))]
+            vec![Info::with_data(
+                DType::Int64,
+                vec![],
+                Some(Data::Ints(vec![n])),
+            )]
         }
         "ConstantOfShape" => vec![constant_of_shape(ctx)?],
         "Range" => vec![range(ctx)?],
         "Tile" => vec![tile(ctx)?],
-        "TopK" => {
-            let x = ctx.input(0)?;
-            let axis = ctx.axis("axis", ctx.attr_int("axis", -1)?, x.shape.len())?;
-            let k = if ctx.opt_input(1).is_some() {
-                let k = ctx.ints_input(1, "K")?;
-                match k.as_slice() {
-                    [k] => *k,
-                    _ => return msg("input 1 (K) must hold one value"),
-                }
-            } else {
-                ctx.attr_int("k", -1)?
-            };
-            let k = to_dim(i128::from(k), "K")?;
-            let mut shape = x.shape.clone();
-            if k > shape[axis] {
-                return msg(format!(
-                    "K = {k} exceeds dim {axis} of input 0 ({})",
-                    shape[axis]
-                ));
-            }
-            shape[axis] = k;
-            vec![Info::new(x.dtype, shape.clone()), Info::new(DType::Int64, shape)]
-        }
         "DepthToSpace" | "SpaceToDepth" => vec![depth_space(ctx)?],
         "Einsum" => vec![einsum(ctx)?],
-        "NonZero" | "Unique" | "NonMaxSuppression" | "Compress" | "StringNormalizer" => {
-            return Err(NodeError::Unsupported(
-                "its output shape depends on runtime values, which a static memory plan cannot know".into(),
-            ))
-        }
         "If" | "Loop" | "Scan" => {
-            return Err(NodeError::Unsupported(
-                "control flow with sub-graphs is not supported".into(),
-            ))
+            return msg("control flow is inferred by the importer, which holds the sub-graphs")
         }
+        "Constant" => return msg("Constant nodes are read by the importer"),
         _ => {
             return Err(NodeError::Unsupported(
-                "no shape inference is implemented for it".into(),
+                "it is listed in memplan_onnx::ops but has no shape rule (a memplan bug)".into(),
             ))
         }
     };
@@ -461,6 +540,20 @@ fn elementwise(ctx: &Ctx, out_dtype: Option<DType>) -> R<Vec<Info>> {
     let dtype = out_dtype.unwrap_or(first.dtype);
     let data = if infos.len() == 2 {
         fold::binary(ctx.op, infos[0], infos[1], &shape, dtype)
+    } else if infos.len() > 2 && matches!(ctx.op, "Max" | "Min" | "Sum") {
+        // Fold pairwise, left to right (Sum adds like Add).
+        let op = if ctx.op == "Sum" { "Add" } else { ctx.op };
+        infos[1..]
+            .iter()
+            .try_fold(
+                Info::with_data(first.dtype, first.shape.clone(), first.data.clone()),
+                |acc, next| {
+                    let s = broadcast(&[(0, &acc.shape), (1, &next.shape)]).ok()?;
+                    let d = fold::binary(op, &acc, next, &s, dtype)?;
+                    Some(Info::with_data(dtype, s, Some(d)))
+                },
+            )
+            .and_then(|i| i.data)
     } else if infos.len() == 1 {
         first.data.clone()
     } else {
@@ -480,8 +573,14 @@ fn where_(ctx: &Ctx) -> R<Vec<Info>> {
 }
 
 fn matmul(ctx: &Ctx) -> R<Info> {
-    let a = ctx.input(0)?;
-    let b = ctx.input(1)?;
+    Ok(Info::new(ctx.input(0)?.dtype, matmul_at(ctx, 0, 1)?))
+}
+
+/// `MatMul`'s output shape for the inputs in slots `sa` and `sb` (also used by the
+/// quantized and fused variants, whose operands sit in other slots).
+fn matmul_at(ctx: &Ctx, slot_a: usize, slot_b: usize) -> R<Vec<u64>> {
+    let a = ctx.input(slot_a)?;
+    let b = ctx.input(slot_b)?;
     if a.shape.is_empty() || b.shape.is_empty() {
         return msg(format!(
             "MatMul needs inputs of rank 1 or more, got {} and {}",
@@ -504,10 +603,10 @@ fn matmul(ctx: &Ctx) -> R<Info> {
     let k_b = sb[rb - 2];
     if k_a != k_b {
         return msg(format!(
-            "inner dims differ: input 0 '{}' {} has {k_a} columns but input 1 '{}' {} has {k_b} rows",
-            ctx.name(0),
+            "inner dims differ: input {slot_a} '{}' {} has {k_a} columns but input {slot_b} '{}' {} has {k_b} rows",
+            ctx.name(slot_a),
             fmt_shape(&a.shape),
-            ctx.name(1),
+            ctx.name(slot_b),
             fmt_shape(&b.shape)
         ));
     }
@@ -518,18 +617,24 @@ fn matmul(ctx: &Ctx) -> R<Info> {
     if b.shape.len() > 1 {
         shape.push(sb[rb - 1]);
     }
-    Ok(Info::new(a.dtype, shape))
+    Ok(shape)
 }
 
 fn gemm(ctx: &Ctx) -> R<Info> {
-    let a = ctx.input(0)?;
-    let b = ctx.input(1)?;
+    Ok(Info::new(ctx.input(0)?.dtype, gemm_at(ctx, 0, 1)?))
+}
+
+/// `Gemm`'s `[M, N]` for the operands in slots `slot_a` and `slot_b` (transA, transB).
+fn gemm_at(ctx: &Ctx, slot_a: usize, slot_b: usize) -> R<Vec<u64>> {
+    let a = ctx.input(slot_a)?;
+    let b = ctx.input(slot_b)?;
     if a.shape.len() != 2 || b.shape.len() != 2 {
         return msg(format!(
-            "Gemm needs 2-D inputs, got input 0 '{}' {} and input 1 '{}' {}",
-            ctx.name(0),
+            "{} needs 2-D operands, got input {slot_a} '{}' {} and input {slot_b} '{}' {}",
+            ctx.op,
+            ctx.name(slot_a),
             fmt_shape(&a.shape),
-            ctx.name(1),
+            ctx.name(slot_b),
             fmt_shape(&b.shape)
         ));
     }
@@ -554,7 +659,7 @@ fn gemm(ctx: &Ctx) -> R<Info> {
             tb as u8
         ));
     }
-    Ok(Info::new(a.dtype, vec![m, n]))
+    Ok(vec![m, n])
 }
 
 /// Per-spatial-dim window parameters of Conv and the pools.
@@ -601,6 +706,11 @@ fn window(ctx: &Ctx, spatial: usize, kernel: Vec<u64>) -> R<Window> {
         return msg(format!(
             "kernel has {} dims but the input has {spatial} spatial dims",
             kernel.len()
+        ));
+    }
+    if let Some(i) = kernel.iter().position(|&k| k == 0) {
+        return msg(format!(
+            "kernel dim {i} is 0 (kernel {kernel:?}); every kernel dim must be at least 1"
         ));
     }
     let auto_pad = ctx.attr_string("auto_pad", "NOTSET")?;
@@ -660,14 +770,20 @@ fn window_out(w: &Window, i: usize, input: u64, ceil_mode: bool) -> R<u64> {
 }
 
 fn conv(ctx: &Ctx) -> R<Info> {
-    let x = ctx.input(0)?;
-    let w = ctx.input(1)?;
+    Ok(Info::new(ctx.input(0)?.dtype, conv_at(ctx, 0, 1)?))
+}
+
+/// `Conv`'s output shape for the data in slot `slot_x` and the weight in `slot_w` (also the
+/// quantized and fused convolutions).
+fn conv_at(ctx: &Ctx, slot_x: usize, slot_w: usize) -> R<Vec<u64>> {
+    let x = ctx.input(slot_x)?;
+    let w = ctx.input(slot_w)?;
     if x.shape.len() < 3 || w.shape.len() != x.shape.len() {
         return msg(format!(
-            "input 0 '{}' {} and weight (input 1 '{}') {} must both be (N, C, spatial...) and (M, C/group, kernel...) of the same rank",
-            ctx.name(0),
+            "input {slot_x} '{}' {} and weight (input {slot_w} '{}') {} must both be (N, C, spatial...) and (M, C/group, kernel...) of the same rank",
+            ctx.name(slot_x),
             fmt_shape(&x.shape),
-            ctx.name(1),
+            ctx.name(slot_w),
             fmt_shape(&w.shape)
         ));
     }
@@ -681,10 +797,10 @@ fn conv(ctx: &Ctx) -> R<Info> {
         })?;
     if x.shape[1] != checked_dim_mul(w.shape[1], group, "C/group x group")? {
         return msg(format!(
-            "input 0 '{}' has {} channels but weight '{}' {} with group = {group} expects {} x {group}",
-            ctx.name(0),
+            "input {slot_x} '{}' has {} channels but weight '{}' {} with group = {group} expects {} x {group}",
+            ctx.name(slot_x),
             x.shape[1],
-            ctx.name(1),
+            ctx.name(slot_w),
             fmt_shape(&w.shape),
             w.shape[1]
         ));
@@ -701,7 +817,7 @@ fn conv(ctx: &Ctx) -> R<Info> {
     for i in 0..spatial {
         shape.push(window_out(&win, i, x.shape[2 + i], false)?);
     }
-    Ok(Info::new(x.dtype, shape))
+    Ok(shape)
 }
 
 fn conv_transpose(ctx: &Ctx) -> R<Info> {
@@ -818,13 +934,23 @@ fn layer_norm(ctx: &Ctx) -> R<Vec<Info>> {
 }
 
 fn concat(ctx: &Ctx) -> R<Info> {
-    let first = ctx.input(0)?;
+    let slots: Vec<usize> = (0..ctx.inputs.len()).collect();
+    concat_at(ctx, &slots)
+}
+
+/// `Concat` of the inputs in `slots` (QLinearConcat interleaves scales with the data).
+fn concat_at(ctx: &Ctx, slots: &[usize]) -> R<Info> {
+    let first = ctx.input(
+        *slots
+            .first()
+            .ok_or_else(|| NodeError::Msg("Concat has no inputs".into()))?,
+    )?;
     let rank = first.shape.len();
     let axis = ctx.axis("axis", ctx.attr_int("axis", 0)?, rank)?;
     let mut shape = first.shape.clone();
     shape[axis] = 0;
     let mut parts = Vec::new();
-    for slot in 0..ctx.inputs.len() {
+    for &slot in slots {
         let info = ctx.input(slot)?;
         if info.shape.len() != rank
             || info
@@ -855,6 +981,16 @@ fn split(ctx: &Ctx) -> R<Vec<Info>> {
     let axis = ctx.axis("axis", ctx.attr_int("axis", 0)?, x.shape.len())?;
     let dim = x.shape[axis];
     let n = ctx.n_outputs as u64;
+    if n == 0 {
+        return msg("Split has no outputs; give it at least one output name");
+    }
+    if let Some(k) = ctx.attrs.get("num_outputs") {
+        if *k != Attribute::Int(n as i64) {
+            return msg(format!(
+                "attribute 'num_outputs' is {k:?} but the node has {n} outputs; they must agree"
+            ));
+        }
+    }
     let sizes: Vec<u64> = if ctx.opt_input(1).is_some() {
         ctx.ints_input(1, "split")?
             .iter()
@@ -1233,6 +1369,13 @@ fn resize(ctx: &Ctx) -> R<Info> {
         if policy == "stretch" {
             for (&a, &s) in axes.iter().zip(&sizes) {
                 shape[a] = to_dim(i128::from(s), "size")?;
+                if shape[a] == 0 && x.shape[a] != 0 {
+                    return msg(format!(
+                        "sizes (input {sizes_slot} '{}') resize axis {a} of size {} to 0; every size must be at least 1",
+                        ctx.name(sizes_slot),
+                        x.shape[a]
+                    ));
+                }
             }
         } else {
             let ratios = axes
@@ -1260,7 +1403,19 @@ fn resize(ctx: &Ctx) -> R<Info> {
             return msg(format!("{} scales for {} axes", scales.len(), axes.len()));
         }
         for (&a, &s) in axes.iter().zip(&scales) {
+            if !(s.is_finite() && s > 0.0) {
+                return msg(format!(
+                    "scale {s} for axis {a} (input {scales_slot} '{}') is not a positive finite number; every scale must be > 0",
+                    ctx.name(scales_slot)
+                ));
+            }
             shape[a] = float_dim((x.shape[a] as f64 * s).floor(), "resized dim")?;
+            if shape[a] == 0 && x.shape[a] != 0 {
+                return msg(format!(
+                    "scale {s} resizes axis {a} of size {} to 0; the scale must be at least 1/{}",
+                    x.shape[a], x.shape[a]
+                ));
+            }
         }
     }
     Ok(Info::new(x.dtype, shape))
@@ -1300,7 +1455,9 @@ fn reduce(ctx: &Ctx) -> R<Info> {
     } else {
         ctx.axes("axis", &axes, rank)?
     };
-    Ok(Info::new(x.dtype, reduce_shape(&x.shape, &axes, keep)))
+    let shape = reduce_shape(&x.shape, &axes, keep);
+    let data = fold::reduce(ctx.op, x, &axes, &shape);
+    Ok(Info::with_data(x.dtype, shape, data))
 }
 
 fn shape_op(ctx: &Ctx) -> R<Info> {
@@ -1326,12 +1483,35 @@ fn shape_op(ctx: &Ctx) -> R<Info> {
 }
 
 fn constant_of_shape(ctx: &Ctx) -> R<Info> {
+    let (dtype, _) = constant_fill(ctx)?;
+    let target = ctx.input(0)?;
+    if target.data.is_none() && target.shape.len() == 1 {
+        if let Some(m) = ctx.max_dim {
+            // A runtime shape: every dim planned at the user's bound.
+            let rank = target.shape[0] as usize;
+            return Ok(Info::bounded(
+                dtype,
+                vec![m; rank],
+                format!(
+                    "input 0 '{}' (shape) is a runtime value; every dim <= --max-dim {m}",
+                    ctx.name(0)
+                ),
+            ));
+        }
+    }
     let shape: Vec<u64> = ctx
         .ints_input(0, "shape")?
         .iter()
         .map(|&d| to_dim(i128::from(d), "shape entry"))
         .collect::<R<_>>()?;
-    let (dtype, fill) = match ctx.attrs.get("value") {
+    let (dtype, fill) = constant_fill(ctx)?;
+    let data = fill.and_then(|f| fold::fill(&f, &shape));
+    Ok(Info::with_data(dtype, shape, data))
+}
+
+/// `ConstantOfShape`'s element type and fill value (float 0 by default).
+fn constant_fill(ctx: &Ctx) -> R<(DType, Option<Data>)> {
+    Ok(match ctx.attrs.get("value") {
         None => (DType::Float, Some(Data::Floats(vec![0.0]))),
         Some(Attribute::Tensor(t)) => (t.dtype, Data::from_tensor_data(&t.data)),
         Some(other) => {
@@ -1339,9 +1519,7 @@ fn constant_of_shape(ctx: &Ctx) -> R<Info> {
                 "attribute 'value' must be a tensor, found {other:?}"
             ))
         }
-    };
-    let data = fill.and_then(|f| fold::fill(&f, &shape));
-    Ok(Info::with_data(dtype, shape, data))
+    })
 }
 
 fn range(ctx: &Ctx) -> R<Info> {
@@ -1354,11 +1532,20 @@ fn range(ctx: &Ctx) -> R<Info> {
             Some(d) if d.len() == 1 => Ok(d.clone()),
             Some(_) => msg(format!("input {slot} '{}' must be a scalar", ctx.name(slot))),
             None => msg(format!(
-                "input {slot} '{}' is not known at import time, so Range's length cannot be computed",
+                "input {slot} '{}' is not known at import time, so Range's length cannot be computed; give an upper bound with --max-dim <n> (ImportOptions::max_dim)",
                 ctx.name(slot)
             )),
         }
     };
+    if [start, limit, delta].iter().any(|i| i.data.is_none()) {
+        if let Some(m) = ctx.max_dim {
+            return Ok(Info::bounded(
+                dtype,
+                vec![m],
+                "Range's start, limit or delta is a runtime value; its length <= --max-dim",
+            ));
+        }
+    }
     let (s, l, d) = (scalar(0, start)?, scalar(1, limit)?, scalar(2, delta)?);
     let (n, data) = fold::range(&s, &l, &d).map_err(NodeError::Msg)?;
     Ok(Info::with_data(dtype, vec![n], data))

@@ -5,14 +5,19 @@
 //! folding of shape sub-graphs), and builds a [`memplan_graph::Graph`]:
 //!
 //! - graph inputs (not those that are initialisers) are [`ValueKind::Input`];
-//! - initialisers are [`ValueKind::Weight`]: dtype and dims only; contents are read only
-//!   for small inline integer tensors (shape operands). External data is never read, and a
-//!   missing `.onnx.data` file is not an error;
+//! - model-local functions are inlined first (nodes `<call>/<inner>`), see [`ops`] for
+//!   the operators inferred (default domain and `com.microsoft`);
+//! - initialisers are [`ValueKind::Weight`]: dtype and dims; contents are read only for
+//!   small inline tensors (shape operands, float scales). External data is never read, and
+//!   a missing `.onnx.data` file is not an error;
 //! - every node is kept, in the file's order (so node *i* runs at step *i + 1*), including
 //!   `Constant` nodes; a `Constant` node has no outputs in the graph and its value is a
 //!   [`ValueKind::Constant`] without producer;
 //! - every other node output is a [`ValueKind::Activation`] with its inferred static shape;
-//!   folded contents (shape values) are kept with [`Graph::set_data`].
+//!   folded contents (shape values) are kept with [`Graph::set_data`];
+//! - `If`/`Loop`/`Scan` nodes take the outer values their sub-graphs read as extra inputs;
+//! - data-dependent sizes (NonZero, NonMaxSuppression, …) are planned at an upper bound and
+//!   marked with `Graph::set_bounded` (see [`ImportOptions::max_dim`]).
 //!
 //! Failures are [`OnnxError`]s naming the node, operator, input or dim at fault. No input,
 //! however malformed, makes the importer panic (see the `fuzzing` feature).
@@ -32,6 +37,8 @@ mod error;
 pub mod fold;
 mod import;
 pub mod infer;
+mod inline;
+pub mod ops;
 pub mod proto;
 
 #[cfg(feature = "fuzzing")]
@@ -47,6 +54,12 @@ pub struct ImportOptions {
     pub input_shapes: BTreeMap<String, Vec<u64>>,
     /// Values of named (`dim_param`) dims by name (`--dim batch=1`).
     pub dims: BTreeMap<String, u64>,
+    /// Upper bound for a data-dependent dim that the graph itself does not bound
+    /// (`--max-dim`): a `Range` or `ConstantOfShape` whose operands are runtime values, a
+    /// `Loop` whose trip count is. Sizes the graph bounds (NonZero, NonMaxSuppression, TopK,
+    /// Unique, Compress) never need it. Values planned at a bound are listed by
+    /// `Graph::bounded`.
+    pub max_dim: Option<u64>,
 }
 
 /// Parses `NAME=1x3x224x224` (a scalar is `NAME=`). The name may contain `=`; the last `=`

@@ -3,8 +3,9 @@
 //!
 //! Field numbers are those of the ONNX specification, `onnx/onnx.proto` (IR version 10).
 //! Only the fields memplan reads are declared; protobuf decoders skip the others (doc
-//! strings, sub-graphs of `If`/`Loop`, training info, functions, sparse tensors, `value_info`: every shape is inferred), so they are
-//! never kept. Scalar repeated fields accept both packed and unpacked encodings.
+//! strings, training info, sparse tensors, `value_info`: every shape is inferred), so they
+//! are never kept. Local functions (`ModelProto.functions`) are read to be inlined, and the
+//! sub-graphs of `If`/`Loop`/`Scan` (graph-valued attributes) to be analysed. Scalar repeated fields accept both packed and unpacked encodings.
 //!
 //! Byte fields use [`bytes::Bytes`]: decoding from one shared buffer makes `raw_data` a view
 //! into the file's bytes rather than a copy, so large inline tensors cost nothing until
@@ -27,6 +28,42 @@ pub struct ModelProto {
     /// Field 7, `graph`.
     #[prost(message, optional, tag = "7")]
     pub graph: Option<GraphProto>,
+    /// Field 25, `functions`: model-local functions, inlined at import.
+    #[prost(message, repeated, tag = "25")]
+    pub functions: Vec<FunctionProto>,
+}
+
+/// `FunctionProto` (onnx.proto): a model-local function, called by nodes whose
+/// `(domain, op_type, overload)` is its `(domain, name, overload)`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FunctionProto {
+    /// Field 1, `name`.
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Field 4, `input`: formal input names.
+    #[prost(string, repeated, tag = "4")]
+    pub input: Vec<String>,
+    /// Field 5, `output`: formal output names.
+    #[prost(string, repeated, tag = "5")]
+    pub output: Vec<String>,
+    /// Field 6, `attribute`: names of attributes without a default.
+    #[prost(string, repeated, tag = "6")]
+    pub attribute: Vec<String>,
+    /// Field 11, `attribute_proto`: attributes with their default values.
+    #[prost(message, repeated, tag = "11")]
+    pub attribute_proto: Vec<AttributeProto>,
+    /// Field 7, `node`: the body.
+    #[prost(message, repeated, tag = "7")]
+    pub node: Vec<NodeProto>,
+    /// Field 9, `opset_import`.
+    #[prost(message, repeated, tag = "9")]
+    pub opset_import: Vec<OperatorSetIdProto>,
+    /// Field 10, `domain`.
+    #[prost(string, tag = "10")]
+    pub domain: String,
+    /// Field 13, `overload`.
+    #[prost(string, tag = "13")]
+    pub overload: String,
 }
 
 /// `OperatorSetIdProto` (onnx.proto): an operator set and its version.
@@ -81,9 +118,12 @@ pub struct NodeProto {
     /// Field 5, `attribute`.
     #[prost(message, repeated, tag = "5")]
     pub attribute: Vec<AttributeProto>,
+    /// Field 8, `overload` (which overload of a local function the node calls).
+    #[prost(string, tag = "8")]
+    pub overload: String,
 }
 
-/// `AttributeProto` (onnx.proto). Graph-valued attributes (fields 6 and 11) are not read.
+/// `AttributeProto` (onnx.proto).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct AttributeProto {
     /// Field 1, `name`.
@@ -114,6 +154,12 @@ pub struct AttributeProto {
     /// Field 9, `strings`.
     #[prost(bytes = "bytes", repeated, tag = "9")]
     pub strings: Vec<Bytes>,
+    /// Field 6, `g`: a sub-graph (`If` branches, `Loop`/`Scan` bodies).
+    #[prost(message, optional, boxed, tag = "6")]
+    pub g: Option<Box<GraphProto>>,
+    /// Field 21, `ref_attr_name`: inside a function, the caller's attribute this one takes.
+    #[prost(string, tag = "21")]
+    pub ref_attr_name: String,
 }
 
 /// `AttributeProto.AttributeType` numbers memplan converts.
@@ -125,6 +171,7 @@ pub mod attribute_type {
     pub const FLOATS: i32 = 6;
     pub const INTS: i32 = 7;
     pub const STRINGS: i32 = 8;
+    pub const GRAPH: i32 = 5;
 }
 
 /// `ValueInfoProto` (onnx.proto).

@@ -326,3 +326,36 @@ fn long_lists_and_large_constants_stay_cheap() {
         "{e}"
     );
 }
+
+#[test]
+fn graph_input_that_is_an_initialiser_must_agree_with_it() {
+    // Old opsets list initialisers among the inputs: the same type and shape is fine...
+    let mut m = small_model();
+    let g = m.graph.as_mut().unwrap();
+    g.input
+        .push(tensor_value("w", 1, vec![dim(4), dim(3), dim(3), dim(3)]));
+    let graph = import(&m).unwrap();
+    let w = graph.value(graph.value_by_name("w").unwrap());
+    assert_eq!(w.kind, ValueKind::Weight);
+    // ...another shape or type is an error naming the value and both declarations.
+    let mut m = small_model();
+    m.graph
+        .as_mut()
+        .unwrap()
+        .input
+        .push(tensor_value("w", 1, vec![dim(4), dim(3)]));
+    let e = error(&m);
+    assert!(
+        e.contains("value 'w'")
+            && e.contains("graph input declared as FLOAT [4, 3]")
+            && e.contains("initialiser of FLOAT [4, 3, 3, 3]"),
+        "{e}"
+    );
+    let mut m = small_model();
+    m.graph.as_mut().unwrap().input.push(tensor_value(
+        "w",
+        7,
+        vec![dim(4), dim(3), dim(3), dim(3)],
+    ));
+    assert!(error(&m).contains("declared as INT64"));
+}

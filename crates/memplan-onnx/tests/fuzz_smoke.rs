@@ -330,3 +330,24 @@ fn byte_flips_of_the_shared_models() {
         onnx_reader(&mutate(&mut rng, &seed));
     }
 }
+
+#[test]
+fn mutations_of_the_operator_fixtures() {
+    // tests/data/ops/: quantized, fused, recurrent, detection, functions, control flow.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ops");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10);
+    for path in files {
+        let seed = std::fs::read(&path).unwrap();
+        onnx_reader(&seed);
+        for _ in 0..300 {
+            onnx_reader(&mutate(&mut rng, &seed));
+        }
+    }
+}

@@ -628,6 +628,7 @@ fn load_onnx(
     let options = memplan_onnx::ImportOptions {
         input_shapes: input_shapes.unwrap_or_default(),
         dims: dims.unwrap_or_default(),
+        max_dim: None,
     };
     py.detach(|| {
         let graph = memplan_onnx::import_file(&path, &options).map_err(|e| e.to_string())?;

@@ -22,12 +22,26 @@ fn scalar(v: i64) -> Info {
     Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![v])))
 }
 
-/// Runs `op` on `inputs` (None = omitted) with `attrs`, expecting `n_outputs` outputs.
+/// Runs `op` on `inputs` (None = omitted) with `attrs`, expecting `n_outputs` outputs
+/// (default domain, opset 17).
 fn run_n(
     op: &str,
     inputs: &[Option<Info>],
     attrs: &[(&str, Attribute)],
     n_outputs: usize,
+) -> Result<Vec<Info>, NodeError> {
+    run_full("", op, inputs, attrs, n_outputs, None, 17)
+}
+
+/// Runs `op` of `domain` under `opset`, with `max_dim`.
+fn run_full(
+    domain: &str,
+    op: &str,
+    inputs: &[Option<Info>],
+    attrs: &[(&str, Attribute)],
+    n_outputs: usize,
+    max_dim: Option<u64>,
+    opset: i64,
 ) -> Result<Vec<Info>, NodeError> {
     let names: Vec<String> = (0..inputs.len()).map(|i| format!("in{i}")).collect();
     let refs: Vec<Option<&Info>> = inputs.iter().map(Option::as_ref).collect();
@@ -37,11 +51,13 @@ fn run_n(
         .collect();
     infer_node(&Ctx {
         op,
+        domain,
         input_names: &names,
         inputs: &refs,
         attrs: &attrs,
         n_outputs,
-        opset: 17,
+        opset,
+        max_dim,
     })
 }
 
@@ -267,9 +283,38 @@ fn normalization() {
     .unwrap();
     assert_eq!(outs[0].shape, [1, 128, 768]);
     assert_eq!(outs[1].shape, [1, 128, 1]);
+    let stats = f32s(&[8]);
     assert_eq!(
-        shape("BatchNormalization", &[f32s(&[1, 8, 4, 4])], &[]),
+        shape(
+            "BatchNormalization",
+            &[
+                f32s(&[1, 8, 4, 4]),
+                stats.clone(),
+                stats.clone(),
+                stats.clone(),
+                stats.clone()
+            ],
+            &[]
+        ),
         [1, 8, 4, 4]
+    );
+    // Missing statistics and statistics of the wrong size are errors, not guesses.
+    let e = err("BatchNormalization", &[f32s(&[1, 8, 4, 4])], &[]);
+    assert!(e.contains("input 1 (scale) is missing"), "{e}");
+    let e = err(
+        "BatchNormalization",
+        &[
+            f32s(&[1, 8, 4, 4]),
+            stats.clone(),
+            stats.clone(),
+            f32s(&[4]),
+            stats,
+        ],
+        &[],
+    );
+    assert!(
+        e.contains("input 3 'in3' (input_mean)") && e.contains("[8]"),
+        "{e}"
     );
 }
 
@@ -555,10 +600,27 @@ fn unknown_and_data_dependent_ops_are_unsupported() {
         run("FancyOp", &[f32s(&[1])], &[]),
         Err(NodeError::Unsupported(_))
     ));
-    assert!(matches!(
-        run("NonZero", &[f32s(&[3])], &[]),
-        Err(NodeError::Unsupported(_))
-    ));
+    // A known domain's unknown operator, and an unknown domain.
+    let names = vec!["x".to_string()];
+    let x = f32s(&[1]);
+    let ins = [Some(&x)];
+    let attrs = BTreeMap::new();
+    for (domain, op) in [("com.microsoft", "NotAnOp"), ("org.example", "Relu")] {
+        let r = infer_node(&Ctx {
+            op,
+            domain,
+            input_names: &names,
+            inputs: &ins,
+            attrs: &attrs,
+            n_outputs: 1,
+            opset: 17,
+            max_dim: None,
+        });
+        assert!(
+            matches!(r, Err(NodeError::Unsupported(_))),
+            "{domain} {op}: {r:?}"
+        );
+    }
     let e = err("Relu", &[], &[]);
     assert!(e.contains("input 0 is missing"), "{e}");
 }
@@ -575,4 +637,477 @@ fn einsum_shapes() {
         shape("Einsum", &[f32s(&[3, 4]), f32s(&[4, 5])], &implicit),
         [3, 5]
     );
+}
+
+/// Runs `op` of `domain` (with `max_dim`) on `inputs` under opset 21.
+fn run_in(
+    domain: &str,
+    op: &str,
+    inputs: &[Option<Info>],
+    attrs: &[(&str, Attribute)],
+    n_outputs: usize,
+    max_dim: Option<u64>,
+) -> Result<Vec<Info>, NodeError> {
+    run_full(domain, op, inputs, attrs, n_outputs, max_dim, 21)
+}
+
+fn typed(dtype: DType, shape: &[u64]) -> Info {
+    Info::new(dtype, shape.to_vec())
+}
+
+#[test]
+fn every_registered_operator_has_a_rule() {
+    // With no inputs every rule fails on its first input (or answers), but none may fall
+    // through to "no rule": the registry and the dispatch agree.
+    for f in crate::ops::FAMILIES {
+        for op in f.ops {
+            if *op == "Constant" {
+                continue; // the importer's, not inference's
+            }
+            let r = run_in(f.domain, op, &[], &[], 1, None);
+            if let Err(NodeError::Unsupported(why)) = &r {
+                panic!("{}:{op} is registered but unsupported: {why}", f.domain);
+            }
+        }
+    }
+    assert!(crate::ops::count() > 200);
+}
+
+#[test]
+fn quantize_dtypes_and_packed_int4() {
+    let x = f32s(&[4, 8]);
+    let q = |inputs: Vec<Option<Info>>, attrs: &[(&str, Attribute)]| {
+        run_in("", "QuantizeLinear", &inputs, attrs, 1, None).map(|mut v| v.remove(0))
+    };
+    // Default UINT8, zero point's type, output_dtype.
+    assert_eq!(
+        q(vec![Some(x.clone()), Some(f32s(&[]))], &[])
+            .unwrap()
+            .dtype,
+        DType::Uint8
+    );
+    let zp = typed(DType::Int8, &[]);
+    assert_eq!(
+        q(vec![Some(x.clone()), Some(f32s(&[])), Some(zp)], &[])
+            .unwrap()
+            .dtype,
+        DType::Int8
+    );
+    let out = q(
+        vec![Some(x.clone()), Some(f32s(&[4, 2]))],
+        &[
+            ("axis", Attribute::Int(1)),
+            ("block_size", Attribute::Int(4)),
+            ("output_dtype", Attribute::Int(22)),
+        ],
+    )
+    .unwrap();
+    assert_eq!((out.dtype, out.shape.clone()), (DType::Int4, vec![4, 8]));
+    assert_eq!(
+        memplan_graph::ir::shape_bytes(out.dtype, &out.shape),
+        Some(16)
+    );
+    // A blocked scale of the wrong shape names the scale input and what it needs.
+    let e = q(
+        vec![Some(x.clone()), Some(f32s(&[4, 3]))],
+        &[
+            ("axis", Attribute::Int(1)),
+            ("block_size", Attribute::Int(4)),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("input 1 'in1' (scale)") && m.contains("[4, 2]")),
+        "{e:?}"
+    );
+    // Per-axis scale of the wrong length.
+    let e = q(
+        vec![Some(x.clone()), Some(f32s(&[5]))],
+        &[("axis", Attribute::Int(0))],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("per-axis")),
+        "{e:?}"
+    );
+    // output_dtype contradicting the zero point.
+    let e = q(
+        vec![
+            Some(x.clone()),
+            Some(f32s(&[])),
+            Some(typed(DType::Uint8, &[])),
+        ],
+        &[("output_dtype", Attribute::Int(3))],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("must agree")),
+        "{e:?}"
+    );
+    // DequantizeLinear gives the scale's type.
+    let d = run_in(
+        "",
+        "DequantizeLinear",
+        &[
+            Some(typed(DType::Int4, &[4, 8])),
+            Some(typed(DType::Float16, &[])),
+        ],
+        &[],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!(d[0].dtype, DType::Float16);
+}
+
+#[test]
+fn recurrent_layouts_and_directions() {
+    let lstm = |x: &[u64], w: &[u64], attrs: &[(&str, Attribute)]| {
+        run_in(
+            "",
+            "LSTM",
+            &[Some(f32s(x)), Some(f32s(w)), Some(f32s(&[w[0], w[1], 6]))],
+            attrs,
+            3,
+            None,
+        )
+    };
+    let outs = lstm(
+        &[2, 7, 5],
+        &[1, 24, 5],
+        &[
+            ("hidden_size", Attribute::Int(6)),
+            ("layout", Attribute::Int(1)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(outs[0].shape, [2, 7, 1, 6]);
+    assert_eq!(outs[1].shape, [2, 1, 6]);
+    assert_eq!(outs[2].shape, [2, 1, 6]);
+    let e = lstm(
+        &[7, 2, 5],
+        &[1, 24, 5],
+        &[
+            ("hidden_size", Attribute::Int(6)),
+            ("direction", Attribute::String("bidirectional".into())),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("(W)") && m.contains("[2, 24, 5]")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn data_dependent_sizes_are_bounded() {
+    // NonZero of unknown contents: at most every element.
+    let nz = run_in("", "NonZero", &[Some(f32s(&[3, 4]))], &[], 1, None).unwrap();
+    assert_eq!(nz[0].shape, [2, 12]);
+    assert!(nz[0].bound.is_some());
+    // Of known contents: exact, with the indices folded.
+    let known = Info::with_data(DType::Int64, vec![2, 2], Some(Data::Ints(vec![0, 3, 5, 0])));
+    let nz = run_in("", "NonZero", &[Some(known)], &[], 1, None).unwrap();
+    assert_eq!(nz[0].shape, [2, 2]);
+    assert_eq!(nz[0].data, Some(Data::Ints(vec![0, 1, 1, 0])));
+    assert!(nz[0].bound.is_none());
+    // Unique: bounded values, exact inverse indices.
+    let u = run_in("", "Unique", &[Some(f32s(&[6]))], &[], 4, None).unwrap();
+    assert_eq!((u[0].shape.clone(), u[2].shape.clone()), (vec![6], vec![6]));
+    assert!(u[0].bound.is_some() && u[2].bound.is_none());
+    // Range with a runtime limit needs --max-dim, and uses it.
+    let s = Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![0])));
+    let limit = typed(DType::Int64, &[]);
+    let ins = [Some(s.clone()), Some(limit), Some(s.clone())];
+    let e = run_in("", "Range", &ins, &[], 1, None).unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("input 1 'in1'")),
+        "{e:?}"
+    );
+    let r = run_in("", "Range", &ins, &[], 1, Some(64)).unwrap();
+    assert_eq!(r[0].shape, [64]);
+    assert!(r[0].bound.is_some());
+}
+
+#[test]
+fn silent_nonsense_is_an_error() {
+    let e = err(
+        "MaxPool",
+        &[f32s(&[1, 1, 4, 4])],
+        &[("kernel_shape", ints_attr(&[0, 2]))],
+    );
+    assert!(e.contains("kernel dim 0 is 0"), "{e}");
+    let nan = Info::with_data(
+        DType::Float,
+        vec![4],
+        Some(Data::Floats(vec![1.0, 1.0, f64::NAN, 1.0])),
+    );
+    let ins = [Some(f32s(&[1, 1, 4, 4])), None, Some(nan)];
+    let e = run_n("Resize", &ins, &[], 1).unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("NaN") && m.contains("input 2")),
+        "{e:?}"
+    );
+    let tiny = Info::with_data(
+        DType::Float,
+        vec![4],
+        Some(Data::Floats(vec![1.0, 1.0, 0.1, 1.0])),
+    );
+    let ins = [Some(f32s(&[1, 1, 4, 4])), None, Some(tiny)];
+    let e = run_n("Resize", &ins, &[], 1).unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("to 0")),
+        "{e:?}"
+    );
+    let f = |v: f64| Info::with_data(DType::Float, vec![], Some(Data::Floats(vec![v])));
+    let e = run_n(
+        "Range",
+        &[Some(f(0.0)), Some(f(f64::NAN)), Some(f(1.0))],
+        &[],
+        1,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("finite")),
+        "{e:?}"
+    );
+    let e = run_n("Split", &[Some(f32s(&[4]))], &[], 0).unwrap_err();
+    assert!(
+        matches!(&e, NodeError::Msg(m) if m.contains("no outputs")),
+        "{e:?}"
+    );
+    let e = err("Softmax", &[f32s(&[2, 3])], &[("axis", Attribute::Int(2))]);
+    assert!(e.contains("axis 2 is out of range"), "{e}");
+}
+
+#[test]
+fn float_shape_arithmetic_folds() {
+    let f = |v: &[f64]| {
+        Info::with_data(
+            DType::Float,
+            vec![v.len() as u64],
+            Some(Data::Floats(v.to_vec())),
+        )
+    };
+    let r = run("Reciprocal", &[f(&[2.0, 4.0])], &[]).unwrap();
+    assert_eq!(r.data, Some(Data::Floats(vec![0.5, 0.25])));
+    let r = run(
+        "Clip",
+        &[
+            f(&[-1.0, 5.0]),
+            Info::with_data(DType::Float, vec![], Some(Data::Floats(vec![0.0]))),
+            Info::with_data(DType::Float, vec![], Some(Data::Floats(vec![4.0]))),
+        ],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(r.data, Some(Data::Floats(vec![0.0, 4.0])));
+    let m = Info::with_data(DType::Int64, vec![2, 2], Some(Data::Ints(vec![1, 5, 3, 2])));
+    let r = run(
+        "ReduceMax",
+        std::slice::from_ref(&m),
+        &[("axes", ints_attr(&[1])), ("keepdims", Attribute::Int(0))],
+    )
+    .unwrap();
+    assert_eq!(r.data, Some(Data::Ints(vec![5, 3])));
+    let r = run("ReduceProd", &[m], &[("keepdims", Attribute::Int(0))]).unwrap();
+    assert_eq!(r.data, Some(Data::Ints(vec![30])));
+    let r = run("Max", &[ints(&[1, 7]), ints(&[4, 2]), ints(&[3, 3])], &[]).unwrap();
+    assert_eq!(r.data, Some(Data::Ints(vec![4, 7])));
+}
+
+#[test]
+fn attention_layouts() {
+    let mha = |q: &[u64], k: Option<&[u64]>, v: Option<&[u64]>| {
+        run_in(
+            "com.microsoft",
+            "MultiHeadAttention",
+            &[Some(f32s(q)), k.map(f32s), v.map(f32s)],
+            &[("num_heads", Attribute::Int(4))],
+            3,
+            None,
+        )
+        .map(|o| o.iter().map(|i| i.shape.clone()).collect::<Vec<_>>())
+    };
+    // Packed QKV, packed KV, BNSH key/value.
+    assert_eq!(mha(&[2, 5, 4, 3, 8], None, None).unwrap()[0], [2, 5, 32]);
+    assert_eq!(
+        mha(&[2, 5, 32], Some(&[2, 9, 4, 2, 8]), None).unwrap()[1],
+        [2, 4, 9, 8]
+    );
+    assert_eq!(
+        mha(&[2, 5, 32], Some(&[2, 4, 9, 8]), Some(&[2, 4, 9, 16])).unwrap()[0],
+        [2, 5, 64]
+    );
+    assert!(mha(&[2, 5], None, None).is_err());
+    // Opset-23 Attention, 4-D.
+    let a = run_in(
+        "",
+        "Attention",
+        &[
+            Some(f32s(&[1, 8, 3, 16])),
+            Some(f32s(&[1, 2, 6, 16])),
+            Some(f32s(&[1, 2, 6, 4])),
+        ],
+        &[],
+        4,
+        None,
+    )
+    .unwrap();
+    assert_eq!(a[0].shape, [1, 8, 3, 4]);
+    assert_eq!(a[3].shape, [1, 8, 3, 6]);
+}
+
+#[test]
+fn signal_ops() {
+    let n = Info::with_data(DType::Int64, vec![], Some(Data::Ints(vec![16])));
+    let d = run_in(
+        "",
+        "DFT",
+        &[Some(f32s(&[2, 16, 1])), Some(n.clone())],
+        &[("onesided", Attribute::Int(1))],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!(d[0].shape, [2, 9, 2]);
+    let w = run_in("", "HannWindow", &[Some(n)], &[], 1, None).unwrap();
+    assert_eq!(w[0].shape, [16]);
+    let l = run_in(
+        "",
+        "SoftmaxCrossEntropyLoss",
+        &[Some(f32s(&[4, 10, 3])), Some(typed(DType::Int64, &[4, 3]))],
+        &[("reduction", Attribute::String("none".into()))],
+        2,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (l[0].shape.clone(), l[1].shape.clone()),
+        (vec![4, 3], vec![4, 10, 3])
+    );
+}
+
+#[test]
+fn qoperator_where_and_dynamic_lstm() {
+    let u8s = |s: &[u64]| typed(DType::Uint8, s);
+    let sc = || Some(f32s(&[]));
+    let w = run_in(
+        "com.microsoft",
+        "QLinearWhere",
+        &[
+            Some(typed(DType::Bool, &[2, 1])),
+            Some(u8s(&[1, 8])),
+            sc(),
+            Some(u8s(&[])),
+            Some(u8s(&[2, 8])),
+            sc(),
+            Some(u8s(&[])),
+            sc(),
+            Some(typed(DType::Int8, &[])),
+        ],
+        &[],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!((w[0].dtype, w[0].shape.clone()), (DType::Int8, vec![2, 8]));
+    // DynamicQuantizeLSTM: W is (dirs, input, 4 x hidden).
+    let l = run_in(
+        "com.microsoft",
+        "DynamicQuantizeLSTM",
+        &[
+            Some(f32s(&[7, 2, 5])),
+            Some(typed(DType::Int8, &[2, 5, 24])),
+            Some(typed(DType::Int8, &[2, 6, 24])),
+        ],
+        &[
+            ("hidden_size", Attribute::Int(6)),
+            ("direction", Attribute::String("bidirectional".into())),
+        ],
+        3,
+        None,
+    )
+    .unwrap();
+    assert_eq!(l[0].shape, [7, 2, 2, 6]);
+    assert_eq!(l[2].shape, [2, 2, 6]);
+}
+
+#[test]
+fn per_channel_bias_dequantizes_along_its_axis() {
+    let d = run_in(
+        "",
+        "DequantizeLinear",
+        &[Some(typed(DType::Int32, &[8])), Some(f32s(&[8]))],
+        &[],
+        1,
+        None,
+    )
+    .unwrap();
+    assert_eq!((d[0].dtype, d[0].shape.clone()), (DType::Float, vec![8]));
+}
+
+#[test]
+fn no_registered_operator_panics_on_odd_inputs() {
+    // Every registered operator, with 1 to 9 inputs of odd shapes (scalars, zeros, huge
+    // dims, mismatched ranks), known and unknown small contents, and odd attributes:
+    // an answer or an error, never a panic or an overflow.
+    let shapes: [&[u64]; 7] = [
+        &[],
+        &[0],
+        &[3],
+        &[2, 0, 4],
+        &[1, 3, 8, 8],
+        &[u64::MAX / 2, 2, 3],
+        &[2, 5, 4, 3, 8],
+    ];
+    let attrs: [Vec<(&str, Attribute)>; 3] = [
+        vec![],
+        vec![
+            ("axis", Attribute::Int(-7)),
+            ("num_heads", Attribute::Int(3)),
+            ("kv_num_heads", Attribute::Int(1)),
+            ("hidden_size", Attribute::Int(4)),
+            ("block_size", Attribute::Int(4)),
+            ("K", Attribute::Int(8)),
+            ("N", Attribute::Int(u32::MAX as i64)),
+        ],
+        vec![
+            ("kernel_shape", ints_attr(&[3, 3])),
+            ("pads", ints_attr(&[-5, 0, 0, 0])),
+            ("output_height", Attribute::Int(0)),
+            ("channels_last", Attribute::Int(1)),
+            ("transA", Attribute::Int(1)),
+            ("layout", Attribute::Int(1)),
+            ("qkv_hidden_sizes", ints_attr(&[i64::MAX, 1, 1])),
+        ],
+    ];
+    for f in crate::ops::FAMILIES {
+        for op in f.ops {
+            for n_inputs in 1..=9 {
+                for (k, shape) in shapes.iter().enumerate() {
+                    let inputs: Vec<Option<Info>> = (0..n_inputs)
+                        .map(|i| {
+                            let s = shapes[(k + i) % shapes.len()];
+                            if i % 3 == 2 {
+                                // Small known contents: a scalar or a short list.
+                                Some(if s.is_empty() {
+                                    scalar(3)
+                                } else {
+                                    ints(&[2, -1])
+                                })
+                            } else {
+                                Some(f32s(if i == 0 { shape } else { s }))
+                            }
+                        })
+                        .collect();
+                    for a in &attrs {
+                        for n_out in [1, 3] {
+                            let _ = run_in(f.domain, op, &inputs, a, n_out, Some(5));
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -107,6 +107,7 @@ pub fn small_model() -> ModelProto {
             version: 17,
         }],
         producer_name: "test".into(),
+        functions: Vec::new(),
         graph: Some(GraphProto {
             name: "small".into(),
             node: vec![

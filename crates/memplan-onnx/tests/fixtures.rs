@@ -1,0 +1,456 @@
+//! The small models of `tests/data/ops/`, written by `scripts/onnx_fixtures.py` (quantized by
+//! onnxruntime's quantizer, fused transformer operators, recurrent layers, detection
+//! post-processing, shape sub-graphs, local functions, control flow), against the
+//! `<name>.ref.json` the script took from onnxruntime runs: every activation tensor's dtype,
+//! shape, bytes and file-order lifetime, the same tensor set, the data-dependent tensors
+//! marked as planned at an upper bound, and a plan of the whole graph accepted by the
+//! checker.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use memplan::checker;
+use memplan::planner;
+use memplan_graph::analysis::{analyse, Options};
+use memplan_graph::order::Order;
+use memplan_onnx::{import_file, ImportOptions};
+
+fn dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ops"))
+}
+
+type Row = (String, Vec<u64>, u64, u64, u64, bool);
+
+fn reference(name: &str) -> (usize, BTreeMap<String, Row>) {
+    let text = std::fs::read_to_string(dir().join(format!("{name}.ref.json"))).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut rows = BTreeMap::new();
+    for (k, v) in json["tensors"].as_object().unwrap() {
+        let shape = v["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        rows.insert(
+            k.clone(),
+            (
+                v["dtype"].as_str().unwrap().to_string(),
+                shape,
+                v["bytes"].as_u64().unwrap(),
+                v["start"].as_u64().unwrap(),
+                v["end"].as_u64().unwrap(),
+                v["bounded"].as_bool().unwrap(),
+            ),
+        );
+    }
+    (json["nodes"].as_u64().unwrap() as usize, rows)
+}
+
+fn check_with(name: &str, options: &ImportOptions) -> memplan_graph::Graph {
+    let graph = import_file(&dir().join(format!("{name}.onnx")), options)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (nodes, want) = reference(name);
+    assert_eq!(graph.nodes().len(), nodes, "{name}: node count");
+    let analysis = analyse(
+        &graph,
+        Order::File,
+        Options {
+            alias: false,
+            inplace: false,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut got: BTreeMap<String, Row> = BTreeMap::new();
+    for (i, v) in graph.values().iter().enumerate() {
+        if !v.is_activation() {
+            continue;
+        }
+        let id = memplan_graph::ValueId(i as u32);
+        let life = analysis.values[i].lifetime;
+        got.insert(
+            v.name.clone(),
+            (
+                v.dtype.name().to_string(),
+                v.shape.clone().expect("every activation has a shape"),
+                v.bytes,
+                life.map_or(0, |l| l.start),
+                life.map_or(0, |l| l.end),
+                graph.bound_reason(id).is_some(),
+            ),
+        );
+    }
+    let mut bad = Vec::new();
+    for (k, row) in &want {
+        match got.get(k) {
+            Some(g) if g == row => {}
+            Some(g) => bad.push(format!("{k}: got {g:?}, reference {row:?}")),
+            None => bad.push(format!("{k}: missing (reference {row:?})")),
+        }
+    }
+    for k in got.keys().filter(|k| !want.contains_key(*k)) {
+        bad.push(format!("{k}: not in the reference"));
+    }
+    assert!(
+        bad.is_empty(),
+        "{name}: {} of {} tensors differ (dtype, shape, bytes, start, end, bounded):\n{}",
+        bad.len(),
+        want.len(),
+        bad.join("\n")
+    );
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&analysis.problem)
+        .unwrap();
+    let report = checker::check(&analysis.problem, &plan);
+    assert!(report.is_valid(), "{name}: {:?}", report.violations);
+    graph
+}
+
+fn check(name: &str) -> memplan_graph::Graph {
+    check_with(name, &ImportOptions::default())
+}
+
+#[test]
+fn quant_qdq_static() {
+    let g = check("quant_qdq_static");
+    assert!(g.nodes().iter().any(|n| n.op_type == "QuantizeLinear"));
+}
+
+#[test]
+fn quant_qoperator_static() {
+    let g = check("quant_qoperator_static");
+    assert!(g.nodes().iter().any(|n| n.op_type == "QLinearConv"));
+}
+
+#[test]
+fn quant_dynamic() {
+    check("quant_dynamic");
+    check("quant_dynamic_int8");
+}
+
+#[test]
+fn quant_ops() {
+    check("quant_ops");
+}
+
+#[test]
+fn quant_qoperator_ops() {
+    check("quant_qoperator_ops");
+}
+
+#[test]
+fn fused_transformer() {
+    check("fused_transformer");
+}
+
+#[test]
+fn recurrent() {
+    check("recurrent");
+}
+
+#[test]
+fn standard_ops() {
+    check("standard_ops");
+}
+
+#[test]
+fn detection() {
+    let g = check("detection");
+    let nms = g.value_by_name("sel").unwrap();
+    let why = g.bound_reason(nms).unwrap();
+    assert!(why.contains("max_output_boxes_per_class = 4"), "{why}");
+}
+
+#[test]
+fn shape_subgraphs() {
+    check("shape_subgraphs");
+}
+
+#[test]
+fn functions_are_inlined_with_readable_names() {
+    let g = check("functions");
+    let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "block1/first/conv",
+            "block1/first/LeakyRelu_1",
+            "block1/second/conv",
+            "block1/second/LeakyRelu_1",
+            "relu",
+            "node_2/conv",
+            "node_2/LeakyRelu_1"
+        ]
+    );
+    // ref_attr_name: the caller's alpha (0.3) reaches the nested LeakyRelu; the default
+    // (0.2) applies where the caller gives none.
+    let alpha = |node: &str| {
+        let n = &g.nodes()[g.node_by_name(node).unwrap().index()];
+        n.attributes.get("alpha").cloned()
+    };
+    assert!(
+        matches!(alpha("block1/first/LeakyRelu_1"), Some(memplan_graph::Attribute::Float(a)) if (a - 0.3).abs() < 1e-6)
+    );
+    assert!(
+        matches!(alpha("node_2/LeakyRelu_1"), Some(memplan_graph::Attribute::Float(a)) if (a - 0.2).abs() < 1e-6)
+    );
+}
+
+#[test]
+fn control_flow() {
+    let g = check("control_flow");
+    // The outer values the bodies read are inputs of the If/Loop nodes.
+    let node = |name: &str| &g.nodes()[g.node_by_name(name).unwrap().index()];
+    let reads = |name: &str| -> Vec<String> {
+        node(name)
+            .inputs
+            .iter()
+            .flatten()
+            .map(|v| g.value(*v).name.clone())
+            .collect()
+    };
+    assert_eq!(reads("if_runtime"), ["positive", "x", "w", "bias"]);
+    assert_eq!(reads("loop"), ["three", "yes", "x", "w"]);
+}
+
+#[test]
+fn data_dependent_loop_needs_max_dim() {
+    // The same Loop with a runtime trip count: an error naming --max-dim, then a bound.
+    let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cf").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let loop_node = g.node.iter_mut().find(|n| n.name == "loop").unwrap();
+    loop_node.input[0] = "runtime_m".into();
+    let mut cast = g.node[0].clone();
+    cast.name = "runtime_m".into();
+    cast.op_type = "Cast".into();
+    cast.input = vec!["total".into()];
+    cast.output = vec!["runtime_m".into()];
+    cast.attribute = vec![memplan_onnx::proto::AttributeProto {
+        name: "to".into(),
+        r#type: memplan_onnx::proto::attribute_type::INT,
+        i: 7,
+        ..Default::default()
+    }];
+    g.node.insert(1, cast);
+    let bytes = prost::Message::encode_to_vec(&m);
+    let e = memplan_onnx::import_bytes(&bytes, "cf", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("node 'loop' (Loop)") && e.contains("--max-dim"),
+        "{e}"
+    );
+    let options = ImportOptions {
+        max_dim: Some(16),
+        ..ImportOptions::default()
+    };
+    let graph = memplan_onnx::import_bytes(&bytes, "cf", &options).unwrap();
+    let stacked = graph.value_by_name("stacked").unwrap();
+    assert_eq!(graph.value(stacked).shape.as_deref(), Some(&[16, 2, 4][..]));
+    assert!(graph
+        .bound_reason(stacked)
+        .unwrap()
+        .contains("--max-dim 16"));
+}
+
+#[test]
+fn ort_optimized() {
+    // A transformer layer as onnxruntime's own graph optimiser saves it (FusedMatMul,
+    // SkipLayerNormalization, Gelu, MatMul+Add as Gemm between Reshapes).
+    let g = check("ort_optimized");
+    for op in ["FusedMatMul", "SkipLayerNormalization", "Gelu"] {
+        assert!(
+            g.nodes()
+                .iter()
+                .any(|n| n.op_type == op && n.domain == "com.microsoft"),
+            "{op}"
+        );
+    }
+}
+
+#[test]
+fn ort_transformers_bert() {
+    // The same layer fused by onnxruntime.transformers' BERT optimiser.
+    let g = check("ort_transformers_bert");
+    for op in ["Attention", "SkipLayerNormalization", "BiasGelu"] {
+        assert!(g.nodes().iter().any(|n| n.op_type == op), "{op}");
+    }
+}
+
+/// A model: x FLOAT [4] → NonZero → Shape → Gather(1) → `op`(n, ten) → Unsqueeze →
+/// ConstantOfShape → out.
+fn bound_arithmetic(op: &str) -> Vec<u8> {
+    use memplan_onnx::proto::*;
+    use prost::Message;
+    let node = |name: &str, op: &str, i: &[&str], o: &[&str]| NodeProto {
+        name: name.into(),
+        op_type: op.into(),
+        input: i.iter().map(|s| s.to_string()).collect(),
+        output: o.iter().map(|s| s.to_string()).collect(),
+        ..NodeProto::default()
+    };
+    let int = |name: &str, dims: Vec<i64>, v: Vec<i64>| TensorProto {
+        name: name.into(),
+        dims,
+        data_type: 7,
+        int64_data: v,
+        ..TensorProto::default()
+    };
+    let x = ValueInfoProto {
+        name: "x".into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: 1,
+                shape: Some(TensorShapeProto {
+                    dim: vec![Dimension {
+                        value: Some(DimensionValue::DimValue(4)),
+                    }],
+                }),
+            }),
+        }),
+    };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            name: "g".into(),
+            node: vec![
+                node("nz", "NonZero", &["x"], &["nz"]),
+                node("shape", "Shape", &["nz"], &["s"]),
+                node("count", "Gather", &["s", "one"], &["n"]),
+                node("arith", op, &["ten", "n"], &["m"]),
+                node("unsq", "Unsqueeze", &["m", "zero"], &["m1"]),
+                node("fill", "ConstantOfShape", &["m1"], &["out"]),
+            ],
+            initializer: vec![
+                int("one", vec![], vec![1]),
+                int("zero", vec![1], vec![0]),
+                int("ten", vec![], vec![10]),
+            ],
+            input: vec![x],
+            output: vec![ValueInfoProto {
+                name: "out".into(),
+                r#type: None,
+            }],
+        }),
+        ..ModelProto::default()
+    };
+    model.encode_to_vec()
+}
+
+#[test]
+fn bounds_flow_only_through_monotone_arithmetic() {
+    // 10 + count <= 10 + 4: a bound, planned as 14.
+    let g = memplan_onnx::import_bytes(&bound_arithmetic("Add"), "add", &ImportOptions::default())
+        .unwrap();
+    let out = g.value_by_name("out").unwrap();
+    assert_eq!(g.value(out).shape.as_deref(), Some(&[14][..]));
+    assert!(g.bound_reason(out).is_some());
+    // 10 - count is not bounded by 10 - 4: its value is unknown, so the fill fails (or,
+    // with --max-dim, is planned at that bound) instead of being planned at 6.
+    let e = memplan_onnx::import_bytes(&bound_arithmetic("Sub"), "sub", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("node 'fill' (ConstantOfShape)") && e.contains("input 0 'm1'"),
+        "{e}"
+    );
+    let options = ImportOptions {
+        max_dim: Some(10),
+        ..ImportOptions::default()
+    };
+    let g = memplan_onnx::import_bytes(&bound_arithmetic("Sub"), "sub", &options).unwrap();
+    let out = g.value_by_name("out").unwrap();
+    assert_eq!(g.value(out).shape.as_deref(), Some(&[10][..]));
+}
+
+#[test]
+fn quant_dynamic_ops() {
+    let g = check("quant_dynamic_ops");
+    for op in ["QAttention", "QEmbedLayerNormalization"] {
+        assert!(g.nodes().iter().any(|n| n.op_type == op), "{op}");
+    }
+}
+
+#[test]
+fn recursive_functions_are_refused() {
+    use memplan_onnx::proto::*;
+    use prost::Message;
+    let bytes = std::fs::read(dir().join("functions.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "f").unwrap();
+    // ConvAct's LeakyRelu now calls Block, which calls ConvAct.
+    let conv_act = m
+        .functions
+        .iter_mut()
+        .find(|f| f.name == "ConvAct")
+        .unwrap();
+    let act = conv_act.node.last_mut().unwrap();
+    act.op_type = "Block".into();
+    act.domain = "local".into();
+    act.input = vec!["c".into(), "W".into(), "W".into()];
+    let bytes = ModelProto::encode_to_vec(&m);
+    let e = memplan_onnx::import_bytes(&bytes, "f.onnx", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("inlining local functions")
+            && e.contains("recursively")
+            && e.contains("Block -> ConvAct -> Block"),
+        "{e}"
+    );
+}
+
+#[test]
+fn inlined_nodes_use_their_function_opset() {
+    use memplan_onnx::proto::*;
+    use prost::Message;
+    let bytes = std::fs::read(dir().join("functions.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "f").unwrap();
+    // ConvAct written for opset 10: its activation becomes Resize-10 (scales in slot 1),
+    // which opset 17 would read from slot 2.
+    let conv_act = m
+        .functions
+        .iter_mut()
+        .find(|f| f.name == "ConvAct")
+        .unwrap();
+    for o in &mut conv_act.opset_import {
+        if o.domain.is_empty() {
+            o.version = 10;
+        }
+    }
+    let scales = TensorProto {
+        name: "s".into(),
+        dims: vec![4],
+        data_type: 1,
+        float_data: vec![1.0, 1.0, 2.0, 2.0],
+        ..TensorProto::default()
+    };
+    let constant = NodeProto {
+        name: "scales".into(),
+        op_type: "Constant".into(),
+        output: vec!["s".into()],
+        attribute: vec![AttributeProto {
+            name: "value".into(),
+            r#type: 4,
+            t: Some(scales),
+            ..AttributeProto::default()
+        }],
+        ..NodeProto::default()
+    };
+    let act = conv_act.node.last_mut().unwrap();
+    act.op_type = "Resize".into();
+    act.input = vec!["c".into(), "s".into()];
+    act.attribute.clear();
+    conv_act.node.insert(1, constant);
+    let bytes = ModelProto::encode_to_vec(&m);
+    let g = memplan_onnx::import_bytes(&bytes, "f.onnx", &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    // block1: 12x12, conv pads 1 → 12, resized 24; conv pads 0 → 22, resized 44.
+    let b = g.value_by_name("b").unwrap();
+    assert_eq!(g.value(b).shape.as_deref(), Some(&[1, 4, 44, 44][..]));
+}
