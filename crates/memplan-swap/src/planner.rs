@@ -40,8 +40,8 @@ use std::collections::{HashMap, HashSet};
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, retime_restores, rewrite, Options, Prefetch, Reduction, RewriteError,
-    Serialize, Swap,
+    is_reduced, levels, recomputable, retime_restores, rewrite, Options, Prefetch, Reduction,
+    RewriteError, Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -294,7 +294,8 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                 };
                 let options = method_options(setup, filter);
                 seen.clear();
-                let all = candidates(graph, &timing, &params(setup, filter, 0.0, 0, None));
+                let mut all = candidates(graph, &timing, &params(setup, filter, 0.0, 0, None));
+                all.retain(|c| reducible(graph, setup, c.value));
                 let tts_grid = match setup.th_tts_ms {
                     Some(t) => vec![t],
                     None => grid(all.iter().map(|c| c.tts_ms).collect()),
@@ -399,6 +400,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         Planner::Lms => {
             let level = levels(graph);
             let inputs: Vec<(usize, ValueId, NodeId)> = device_reads(graph)
+                .filter(|&(v, _, _)| reducible(graph, setup, v))
                 .map(|(id, p, c)| (level[c.index()].saturating_sub(level[p.index()]), id, c))
                 .collect();
             let mut distances: Vec<usize> = inputs.iter().map(|i| i.0).collect();
@@ -416,6 +418,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                         serialize_reductions: Serialize::None,
                         serialize_restores: false,
                         prefetch: Prefetch::Levels(k_prefetch),
+                        largest_output: false,
                         machine: setup.machine,
                     };
                     let text = format!("k {k}, k' {k_prefetch}");
@@ -426,6 +429,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         Planner::Everything => {
             let position = compute_positions(graph);
             let chosen: Vec<(ValueId, NodeId)> = device_reads(graph)
+                .filter(|&(v, _, _)| reducible(graph, setup, v))
                 .filter(|&(_, p, c)| position[c.index()] > position[p.index()] + 1)
                 .map(|(id, _, c)| (id, c))
                 .collect();
@@ -452,6 +456,12 @@ fn device_reads(graph: &Graph) -> impl Iterator<Item = (ValueId, NodeId, NodeId)
                 .into_iter()
                 .flat_map(move |(p, _)| value.consumers.iter().map(move |&(c, _)| (id, p, c)))
         })
+}
+
+/// Whether the setup's reduction applies to `value`: any device tensor for copies and
+/// compression, those [`recomputable`] for recomputation.
+fn reducible(graph: &Graph, setup: &Setup, value: ValueId) -> bool {
+    !setup.reduction.recompute || recomputable(graph, value).is_ok()
 }
 
 /// The method's rewriting, with its serialization edges or the timed ones.
@@ -676,6 +686,7 @@ fn iterate(
             for c in candidates(&current, &timing, &p) {
                 if !done.contains(&c.value)
                     && !is_reduced(&current, c.value)
+                    && reducible(&current, setup, c.value)
                     && removed_at_peak(&current, &run, &c) > 0
                 {
                     by_value.entry(c.value).or_default().push(c.node);
