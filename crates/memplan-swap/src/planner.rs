@@ -637,11 +637,15 @@ struct Start {
     bytes: u64,
 }
 
-/// The `iterate` improvement: greedy rounds of one tensor each, from `start`. A round
-/// tries the tensors whose candidate inputs remove bytes at the current peak, largest
-/// first, and keeps the first rewrite that lowers the peak or moves it (the old peak
-/// instant went down, the peak did not rise) within the goal's time limit. For a
-/// budget, when no tensor passing the link test helps, the round is retried without it.
+/// The `iterate` improvement: greedy rounds from `start`. A round takes the tensors whose
+/// candidate inputs remove bytes at the current peak, largest first, and keeps the first
+/// rewrite that lowers the peak or moves it (the old peak instant went down, the peak
+/// did not rise) within the goal's time limit. Tensors are tried in batches of the next
+/// `b` in that order: `b` starts at 1, doubles after a batch is kept and is halved
+/// (retrying from the same tensor) after one is not, down to single tensors, which are
+/// then tried once each as before. So a long run of tensors that help costs O(log n)
+/// rewrites and simulations instead of n. For a budget, when no tensor passing the link
+/// test helps, the round is retried without it.
 fn iterate(
     start: Start,
     imp: Improvements,
@@ -656,6 +660,10 @@ fn iterate(
         mut bytes,
     } = start;
     let mut done: HashSet<ValueId> = HashSet::new();
+    // Tensors tried at once: doubled after a batch that helps, halved after one that
+    // does not (so a long run of helpful tensors takes O(log n) rewrites, not n).
+    const MAX_BATCH: usize = 1 << 16;
+    let mut batch = 1usize;
     let budget = match setup.goal {
         Goal::Budget(b) => Some(b),
         Goal::MaxOverhead(_) => None,
@@ -697,32 +705,46 @@ fn iterate(
                 .map(|&v| (current.value(v).bytes, v))
                 .collect();
             order.sort_by(|a, b| b.cmp(a));
-            for (_, value) in order {
-                done.insert(value);
-                let swap = Swap {
-                    value,
-                    readers: by_value[&value].clone(),
-                };
-                let rewritten = rewrite(&current, &[swap], &options)?;
+            // Batches of the next `size` tensors in that order, halved down to one
+            // when a batch does not help (a single tensor that does not help is not
+            // tried again).
+            let mut at = 0;
+            let mut size = batch;
+            while at < order.len() {
+                let take = &order[at..(at + size).min(order.len())];
+                let swaps: Vec<Swap> = take
+                    .iter()
+                    .map(|&(_, value)| Swap {
+                        value,
+                        readers: by_value[&value].clone(),
+                    })
+                    .collect();
+                let rewritten = rewrite(&current, &swaps, &options)?;
                 best.evaluated += 1;
-                let next = match simulate(&rewritten.graph, &setup.machine) {
-                    Ok(next) => next,
-                    Err(SimulateError::PinnedPoolExceeded { .. }) => continue,
+                let helped = match simulate(&rewritten.graph, &setup.machine) {
+                    Ok(next) => {
+                        let (next_graph, next) = if imp.retime_restores {
+                            retimed(rewritten.graph, next, setup, best)?
+                        } else {
+                            (rewritten.graph, next)
+                        };
+                        let within = budget.is_some() || best.feasible(&next);
+                        let lower = next.peak_bytes < run.peak_bytes
+                            || (next.peak_bytes == run.peak_bytes
+                                && next.peak_at_ms != run.peak_at_ms);
+                        (lower && within).then_some((next_graph, next))
+                    }
+                    Err(SimulateError::PinnedPoolExceeded { .. }) => None,
                     Err(e) => return Err(e.into()),
                 };
-                let (next_graph, next) = if imp.retime_restores {
-                    retimed(rewritten.graph, next, setup, best)?
-                } else {
-                    (rewritten.graph, next)
-                };
-                let within = budget.is_some() || best.feasible(&next);
-                let lower = next.peak_bytes < run.peak_bytes
-                    || (next.peak_bytes == run.peak_bytes && next.peak_at_ms != run.peak_at_ms);
-                if lower && within {
+                if let Some((next_graph, next)) = helped {
                     current = next_graph;
                     run = next;
-                    tensors += 1;
-                    bytes += rewritten.bytes;
+                    tensors += take.len();
+                    bytes = bytes
+                        .checked_add(rewritten.bytes)
+                        .ok_or(RewriteError::Graph(memplan_graph::GraphError::TooLarge))?;
+                    done.extend(take.iter().map(|&(_, v)| v));
                     best.offer(Outcome {
                         graph: current.clone(),
                         run: run.clone(),
@@ -736,8 +758,18 @@ fn iterate(
                         ),
                     });
                     stepped = true;
+                    batch = (2 * take.len()).min(MAX_BATCH);
                     break;
                 }
+                if take.len() > 1 {
+                    size = take.len() / 2;
+                } else {
+                    done.insert(take[0].1);
+                    at += 1;
+                }
+            }
+            if !stepped {
+                batch = 1;
             }
             if stepped {
                 break;

@@ -358,6 +358,37 @@ impl Queues {
     }
 }
 
+/// Maximum of any range of a fixed list in O(1) (a sparse table, built in O(n log n)).
+struct RangeMax<T> {
+    /// `levels[j][i]`: the maximum of `items[i .. i + 2^j]`.
+    levels: Vec<Vec<T>>,
+}
+
+impl<T: Copy + Ord> RangeMax<T> {
+    fn new(items: Vec<T>) -> RangeMax<T> {
+        let mut levels = vec![items];
+        let mut width = 1;
+        while 2 * width <= levels[0].len() {
+            let last = levels.last().expect("one level at least");
+            let next = (0..last.len() - width)
+                .map(|i| last[i].max(last[i + width]))
+                .collect();
+            levels.push(next);
+            width *= 2;
+        }
+        RangeMax { levels }
+    }
+
+    /// The maximum of `items[lo..hi]`; `None` when the range is empty.
+    fn max(&self, lo: usize, hi: usize) -> Option<T> {
+        if lo >= hi {
+            return None;
+        }
+        let j = (usize::BITS - 1 - (hi - lo).leading_zeros()) as usize;
+        Some(self.levels[j][lo].max(self.levels[j][hi - (1 << j)]))
+    }
+}
+
 /// A node to insert: its name, op, input, output value and latency.
 struct Insert {
     name: String,
@@ -485,10 +516,10 @@ pub fn rewrite(
     // finishes grow along the order: the stream is in-order).
     let compute_at: Vec<usize> = (0..n).filter(|&i| compute[i]).collect();
     // The first compute position at or after each position (n: none).
-    let mut next_compute = vec![n; n + 1];
-    for i in (0..n).rev() {
-        next_compute[i] = if compute[i] { i } else { next_compute[i + 1] };
-    }
+    // The p/q rule over ranges of compute nodes, in O(1) per query.
+    let widest = options
+        .largest_output
+        .then(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()));
 
     let mut new_graph = Graph::new(graph.name.clone());
     for value in graph.values() {
@@ -620,7 +651,7 @@ pub fn rewrite(
                             + compute_at[lo..hi]
                                 .partition_point(|&u| run.finish[u] + need <= run.start[c] + 1e-9);
                         let in_time = if options.largest_output {
-                            largest(&mut compute_at[lo..fit].iter().copied())
+                            widest.as_ref().and_then(|w| w.max(lo, fit)).map(|(_, u)| u)
                         } else {
                             fit.checked_sub(1)
                                 .filter(|&k| k >= lo)
@@ -1448,6 +1479,18 @@ mod tests {
             rewrite(r, &[swap_a(r, &["B"])], &options),
             Err(RewriteError::BadValue { .. })
         ));
+    }
+
+    #[test]
+    fn range_max_is_the_brute_force_max() {
+        let items: Vec<(u64, usize)> = (0..37).map(|i| ((i * 7919 % 13) as u64, i)).collect();
+        let table = RangeMax::new(items.clone());
+        for lo in 0..=items.len() {
+            for hi in lo..=items.len() {
+                assert_eq!(table.max(lo, hi), items[lo..hi].iter().copied().max());
+            }
+        }
+        assert_eq!(RangeMax::<u8>::new(Vec::new()).max(0, 0), None);
     }
 
     #[test]
