@@ -4,8 +4,9 @@
 //! ([`crate::simulate`]):
 //!
 //! - [`Planner::Method`]: methods.md §4. Candidates from the timing analysis
-//!   ([`crate::select`], thTTS, thS, N), rewritten with both serialization edges and the
-//!   slack prefetch. Without improvements the planner searches a grid of thTTS (0 and
+//!   ([`crate::select`], thTTS, thS, N), rewritten with both serialization edges (the
+//!   reduction's to a consumer of the tensor), the slack prefetch and the p/q rule
+//!   ([`Options::method`]). Without improvements the planner searches a grid of thTTS (0 and
 //!   slack quantiles), thS (0 and size quantiles) and N (prefixes of the sorted list),
 //!   simulating each distinct choice. Our improvements, each an option
 //!   ([`Improvements`]):

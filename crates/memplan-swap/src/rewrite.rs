@@ -7,23 +7,28 @@
 //!  p ─v─┬─> r1 (early reader, unchanged)
 //!       └─> [compress:v] ─v@fp16─> [swapout:v] ─v@host─┬─> [swapin:v@c1] ─> [decompress:v@c1] ─v@c1─> c1
 //!                                                      └─> [swapin:v@c2] ─> ...           ─v@c2─> c2
-//!  control edges (dashed):  swapout:v ┄> t          (serialization: t is the node after p
-//!                                                     and the early readers)
+//!  control edges (dashed):  swapout:v ┄> r1         (serialization: a reader that keeps v)
 //!                           c1 ┄> swapin:v@c2        (serialization of restores)
 //!                           u ┄> swapin:v@c1         (prefetch: u upstream of c1)
 //! ```
 //!
 //! - **Reduction** ([`Reduction`]): copy to host ([`SWAP_OUT`], on the device-to-host
-//!   engine), compress to fp16 or int8 ([`COMPRESS`], on the compute stream, output of
-//!   1/2 or 1/4 of the bytes), or both (compress, then copy the compressed tensor). One
-//!   reduction per tensor feeds every restore of that tensor.
+//!   engine, output a [`ValueKind::Host`] value), compress to fp16, fp24 or int8
+//!   ([`COMPRESS`], on the compute stream, output of 1/2, 3/4 or 1/4 of the bytes), or
+//!   both (compress, then copy the compressed tensor). One reduction per tensor feeds
+//!   every restore of that tensor. Or **delete and recompute**
+//!   ([`Reduction::RECOMPUTE`]): no reduction node; `v` is freed after its last reader
+//!   that keeps it, and each rerouted reader gets a [`RECOMPUTE`] node right before it
+//!   that re-runs `v`'s producer (its inputs, attributes and latency); only
+//!   [`recomputable`] tensors.
 //! - **Restore**, one per rerouted reader node: copy back ([`SWAP_IN`], host-to-device
 //!   engine) and/or decompress ([`DECOMPRESS`], compute stream). The reader's inputs that
 //!   read `v` read the restored value instead; other readers keep `v`.
 //! - **Serialization of reductions** ([`Options::serialize_reductions`]): an edge from
-//!   the last reduction node to `t`, the first compute node after the producer and after
-//!   the readers of `v` that keep it and run before the first restored reader ("the next
-//!   node of the producer's consumers"): `t` starts only once `v`'s memory is freed.
+//!   the last reduction node to a reader of `v` that keeps it ([`Serialize::Consumer`],
+//!   the method as stated), or our timed variant ([`Serialize::AfterCopy`]).
+//! - **The p/q rule** ([`Options::largest_output`]): where an edge may attach to several
+//!   nodes, the one with the largest output.
 //! - **Serialization of restores** ([`Options::serialize_restores`]): the restores of one
 //!   call, in order of their readers; an edge from the reader of the previous restore to
 //!   the next restore (skipped when both restores feed the same reader, which would be a
