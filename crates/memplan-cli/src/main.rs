@@ -199,6 +199,10 @@ struct SwapCli {
     /// With --compress: keep the compressed tensors on the device (no copies).
     #[arg(long)]
     on_device: bool,
+    /// Delete and recompute instead of copying: a chosen tensor is dropped after its
+    /// last early reader and its producer runs again before each later reader.
+    #[arg(long, conflicts_with_all = ["compress", "on_device"])]
+    recompute: bool,
     /// The method's improvements: all, none, or a list of link, peak, iterate, timed,
     /// retime, unserialized.
     #[arg(long, default_value = "all", value_parser = swap::parse_improvements, value_name = "LIST")]
@@ -524,6 +528,7 @@ fn main() -> ExitCode {
             },
             compress: a.compress,
             on_device: a.on_device,
+            recompute: a.recompute,
             budget: a.budget,
             max_overhead: a.max_overhead,
             improvements: a.improvements,

@@ -50,6 +50,8 @@ pub enum SwapFormat {
 pub enum SwapCodec {
     /// fp32 to fp16 (half the bytes).
     Fp16,
+    /// fp32 to 24 bits (three quarters of the bytes).
+    Fp24,
     /// fp32 to 8 bits (a quarter of the bytes).
     Int8,
 }
@@ -110,6 +112,8 @@ pub struct SwapArgs<'a> {
     pub machine: Machine,
     pub compress: Option<SwapCodec>,
     pub on_device: bool,
+    /// Delete and recompute instead of copying or compressing.
+    pub recompute: bool,
     pub budget: Option<Budget>,
     pub max_overhead: Option<f64>,
     pub improvements: Improvements,
@@ -291,16 +295,21 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
         (Some(_), Some(_)) => bail!("give either --budget or --max-overhead, not both"),
     };
     let reduction = Reduction {
-        to_host: !args.on_device,
+        to_host: !args.on_device && !args.recompute,
         codec: args.compress.map(|c| match c {
             SwapCodec::Fp16 => Codec::Fp16,
+            SwapCodec::Fp24 => Codec::Fp24,
             SwapCodec::Int8 => Codec::Int8,
         }),
+        recompute: args.recompute,
     };
     if args.on_device && reduction.codec.is_none() {
         bail!(
-            "--on-device keeps compressed tensors on the device: it needs --compress fp16 or int8"
+            "--on-device keeps compressed tensors on the device: it needs --compress fp16, fp24 or int8"
         );
+    }
+    if args.recompute && (args.on_device || reduction.codec.is_some()) {
+        bail!("--recompute re-runs producers: it takes neither --compress nor --on-device");
     }
     let setup = Setup {
         machine: args.machine,
@@ -439,6 +448,9 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
 }
 
 fn reduction_text(r: &Reduction) -> String {
+    if r.recompute {
+        return "delete and recompute".into();
+    }
     match (r.to_host, r.codec) {
         (true, None) => "copy to host".into(),
         (true, Some(c)) => format!("compress to {}, copy to host", c.name()),

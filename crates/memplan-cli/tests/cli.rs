@@ -884,6 +884,72 @@ fn swap_writes_rewritten_graph_and_profile() {
     assert!(svg.starts_with("<svg") && svg.contains("device peak"));
 }
 
+/// The rewritten graph written as graph JSON and fed back: its copies on the host are
+/// `host` values, outside the device arena of `bound` (and `plan`), whose max-live is
+/// here the simulator's device peak (16,000 B; counting the 12,000 B on the host would
+/// give more).
+#[test]
+fn swap_written_graph_keeps_host_values_off_the_device() {
+    let file = "crates/memplan-cli/tests/data/small.graph.txt";
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let json = json.to_str().unwrap();
+    let out = memplan(&[
+        "swap",
+        file,
+        "--planner",
+        "method",
+        "--link",
+        "2MB/s",
+        "--budget",
+        "16000",
+        "--write-json",
+        json,
+        "-f",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let (peak, host) = (
+        report["after"]["peak_bytes"].as_u64().unwrap(),
+        report["after"]["host_peak_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!((peak, host), (16000, 12000));
+    let out = memplan(&["inspect", json]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let host_rows: Vec<&str> = text.lines().filter(|l| l.contains("@host")).collect();
+    assert!(!host_rows.is_empty(), "{text}");
+    assert!(
+        host_rows.iter().all(|l| l.trim_end().ends_with("host")),
+        "{text}"
+    );
+    let out = memplan(&["bound", json]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lower bound") && l.contains(&format!(" {peak} B "))),
+        "{text}"
+    );
+}
+
+/// `--compress fp24` and `--recompute` reach the planners; `--recompute` takes no codec.
+#[test]
+fn swap_fp24_and_recompute() {
+    let file = "crates/memplan-cli/tests/data/small.graph.txt";
+    let base = ["swap", file, "--planner", "method", "--budget", "16000"];
+    let out = memplan(&[&base[..], &["--compress", "fp24"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("compress to fp24, copy to host"));
+    let out = memplan(&[&base[..], &["--recompute"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("delete and recompute"));
+    let out = memplan(&[&base[..], &["--recompute", "--compress", "fp16"]].concat());
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("--recompute"), "{}", stderr(&out));
+}
+
 #[test]
 fn swap_writes_graph_json_and_dot() {
     let file = "crates/memplan-cli/tests/data/tiny.graph.txt";

@@ -179,6 +179,8 @@ pub enum Role {
     Weight,
     /// A constant: not in the arena.
     Constant,
+    /// A value in host memory ([`ValueKind::Host`]): not in the (device) arena.
+    Host,
 }
 
 impl Role {
@@ -190,6 +192,7 @@ impl Role {
             Role::Output => "output",
             Role::Weight => "weight",
             Role::Constant => "constant",
+            Role::Host => "host",
         }
     }
 
@@ -356,6 +359,7 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
         let role = match value.kind {
             ValueKind::Weight => Role::Weight,
             ValueKind::Constant => Role::Constant,
+            ValueKind::Host => Role::Host,
             _ if outputs.contains(&id) && value.producer.is_some() => Role::Output,
             _ if at_start[index] => Role::Input,
             _ => Role::Activation,

@@ -21,7 +21,7 @@
 //!   node; a value of kind [`ValueKind::Activation`] gets one when a node that outputs it
 //!   is added; a [`ValueKind::Constant`] value may have one (the output of an ONNX
 //!   `Constant` node keeps its node, so that node positions stay the file's) or not (a
-//!   folded value);
+//!   folded value); so may a [`ValueKind::Host`] value (a copy to host memory);
 //! - when a value has a shape, `bytes == shape_bytes(dtype, shape)` (checked): the element
 //!   count times the element size, rounded up to whole bytes for packed 4-bit types;
 //! - ids index the vectors: `graph.node(id)`, `graph.value(id)`.
@@ -306,6 +306,10 @@ pub enum ValueKind {
     /// A constant (a `Constant` node's output, a folded shape value): reported, not in
     /// the activation arena. It may have a producer node (a `Constant` node).
     Constant,
+    /// A value in host memory (the output of a copy to the host, e.g. a swap's
+    /// `SwapOut` node): reported, not in the device's activation arena. It may have a
+    /// producer node.
+    Host,
 }
 
 /// A tensor: a hyperedge from one producer output to any number of consumer inputs.
@@ -416,7 +420,7 @@ pub enum GraphError {
         value: String,
         producer: String,
     },
-    #[error("node '{node}': output '{value}' is a {kind:?} value, which no node may produce (only activations and constants have producers)")]
+    #[error("node '{node}': output '{value}' is a {kind:?} value, which no node may produce (only activations, constants and host values have producers)")]
     ProducedNonActivation {
         node: String,
         value: String,
@@ -515,7 +519,10 @@ impl Graph {
                     producer: self.nodes[producer.index()].name.clone(),
                 });
             }
-            if !matches!(value.kind, ValueKind::Activation | ValueKind::Constant) {
+            if !matches!(
+                value.kind,
+                ValueKind::Activation | ValueKind::Constant | ValueKind::Host
+            ) {
                 return Err(GraphError::ProducedNonActivation {
                     node: name,
                     value: value.name.clone(),

@@ -105,7 +105,7 @@ pub fn available_at_start(graph: &Graph) -> Vec<bool> {
             v.producer.is_none()
                 && matches!(
                     v.kind,
-                    ValueKind::Input | ValueKind::Weight | ValueKind::Constant
+                    ValueKind::Input | ValueKind::Weight | ValueKind::Constant | ValueKind::Host
                 )
         })
         .collect();

@@ -6,7 +6,8 @@
 //!   (forward, then backward in reverse) as a [`memplan_graph::Graph`] with latencies;
 //! - [`timing`]: the timing analysis of the method (TAT, TRT and TTS per node input);
 //! - [`select`]: the method's choice of tensors (thTTS, thS, N);
-//! - [`rewrite`]: reduction and restore nodes with serialization and prefetch edges;
+//! - [`rewrite`]: reduction and restore nodes with serialization and prefetch edges
+//!   (copies, fp16/fp24/int8 compression, or delete and recompute);
 //! - [`simulate`]: the no-swap baseline, and the simulator (compute stream, two copy
 //!   engines, memory timed by the copies, pinned host pool, memory profile);
 //! - [`planner`]: the method (with our improvements), the TF-LMS-like level rule and

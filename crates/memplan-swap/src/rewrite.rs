@@ -7,23 +7,28 @@
 //!  p ─v─┬─> r1 (early reader, unchanged)
 //!       └─> [compress:v] ─v@fp16─> [swapout:v] ─v@host─┬─> [swapin:v@c1] ─> [decompress:v@c1] ─v@c1─> c1
 //!                                                      └─> [swapin:v@c2] ─> ...           ─v@c2─> c2
-//!  control edges (dashed):  swapout:v ┄> t          (serialization: t is the node after p
-//!                                                     and the early readers)
+//!  control edges (dashed):  swapout:v ┄> r1         (serialization: a reader that keeps v)
 //!                           c1 ┄> swapin:v@c2        (serialization of restores)
 //!                           u ┄> swapin:v@c1         (prefetch: u upstream of c1)
 //! ```
 //!
 //! - **Reduction** ([`Reduction`]): copy to host ([`SWAP_OUT`], on the device-to-host
-//!   engine), compress to fp16 or int8 ([`COMPRESS`], on the compute stream, output of
-//!   1/2 or 1/4 of the bytes), or both (compress, then copy the compressed tensor). One
-//!   reduction per tensor feeds every restore of that tensor.
+//!   engine, output a [`ValueKind::Host`] value), compress to fp16, fp24 or int8
+//!   ([`COMPRESS`], on the compute stream, output of 1/2, 3/4 or 1/4 of the bytes), or
+//!   both (compress, then copy the compressed tensor). One reduction per tensor feeds
+//!   every restore of that tensor. Or **delete and recompute**
+//!   ([`Reduction::RECOMPUTE`]): no reduction node; `v` is freed after its last reader
+//!   that keeps it, and each rerouted reader gets a [`RECOMPUTE`] node right before it
+//!   that re-runs `v`'s producer (its inputs, attributes and latency); only
+//!   [`recomputable`] tensors.
 //! - **Restore**, one per rerouted reader node: copy back ([`SWAP_IN`], host-to-device
 //!   engine) and/or decompress ([`DECOMPRESS`], compute stream). The reader's inputs that
 //!   read `v` read the restored value instead; other readers keep `v`.
 //! - **Serialization of reductions** ([`Options::serialize_reductions`]): an edge from
-//!   the last reduction node to `t`, the first compute node after the producer and after
-//!   the readers of `v` that keep it and run before the first restored reader ("the next
-//!   node of the producer's consumers"): `t` starts only once `v`'s memory is freed.
+//!   the last reduction node to a reader of `v` that keeps it ([`Serialize::Consumer`],
+//!   the method as stated), or our timed variant ([`Serialize::AfterCopy`]).
+//! - **The p/q rule** ([`Options::largest_output`]): where an edge may attach to several
+//!   nodes, the one with the largest output.
 //! - **Serialization of restores** ([`Options::serialize_restores`]): the restores of one
 //!   call, in order of their readers; an edge from the reader of the previous restore to
 //!   the next restore (skipped when both restores feed the same reader, which would be a
@@ -65,46 +70,65 @@ pub const SWAP_IN: &str = "SwapIn";
 pub const COMPRESS: &str = "Compress";
 /// Operator type of a decompression (a restore, on the compute stream).
 pub const DECOMPRESS: &str = "Decompress";
+/// Operator type of a recomputation (a restore, on the compute stream): the producer of
+/// a dropped tensor run again, with the producer's inputs, its attributes and latency,
+/// and the attribute [`RECOMPUTES`] naming it.
+pub const RECOMPUTE: &str = "Recompute";
+/// The attribute of a [`RECOMPUTE`] node that names the node it re-runs.
+pub const RECOMPUTES: &str = "recomputes";
 
-/// A lossy compression of fp32 activations.
+/// A lossy compression of fp32 activations (methods.md §4: 32→16, 32→24 or 32→8 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Codec {
     /// To fp16: half the bytes (rounded up).
     Fp16,
+    /// To 24 bits (fp32 with the low mantissa byte dropped): three quarters of the bytes
+    /// (rounded up).
+    Fp24,
     /// To 8-bit: a quarter of the bytes (rounded up).
     Int8,
 }
 
 impl Codec {
-    /// The compressed size of a tensor of `bytes`.
+    /// The compressed size of a tensor of `bytes`: `ceil(bytes * bits / 32)`, computed
+    /// without overflow for every `u64`.
     pub fn compressed_bytes(self, bytes: u64) -> u64 {
         match self {
             Codec::Fp16 => bytes.div_ceil(2),
+            // bytes = 4q + r: 3q + ceil(3r / 4), and 3q <= 3 * (2^64 - 1) / 4 fits.
+            Codec::Fp24 => bytes / 4 * 3 + (bytes % 4 * 3).div_ceil(4),
             Codec::Int8 => bytes.div_ceil(4),
         }
     }
 
-    /// `fp16` or `int8`.
+    /// `fp16`, `fp24` or `int8`.
     pub fn name(self) -> &'static str {
         match self {
             Codec::Fp16 => "fp16",
+            Codec::Fp24 => "fp24",
             Codec::Int8 => "int8",
         }
     }
 
+    /// The element type of the compressed value; 24-bit values, which have no element
+    /// type, are raw bytes (`UINT8`, without a shape).
     fn dtype(self) -> DType {
         match self {
             Codec::Fp16 => DType::Float16,
+            Codec::Fp24 => DType::Uint8,
             Codec::Int8 => DType::Int8,
         }
     }
 }
 
-/// What a reduction does: copy to the host, compress, or both.
+/// What a reduction does: copy to the host, compress, or both; or, with `recompute`
+/// (and neither of the others), drop the tensor after its last early reader and
+/// recompute it for each later reader by re-running its producer ([`RECOMPUTE`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reduction {
     pub to_host: bool,
     pub codec: Option<Codec>,
+    pub recompute: bool,
 }
 
 impl Reduction {
@@ -112,14 +136,41 @@ impl Reduction {
     pub const SWAP: Reduction = Reduction {
         to_host: true,
         codec: None,
+        recompute: false,
     };
+
+    /// Delete and recompute.
+    pub const RECOMPUTE: Reduction = Reduction {
+        to_host: false,
+        codec: None,
+        recompute: true,
+    };
+
+    /// Compression `codec`, on the device (`to_host` false) or then copied to the host.
+    pub const fn compress(codec: Codec, to_host: bool) -> Reduction {
+        Reduction {
+            to_host,
+            codec: Some(codec),
+            recompute: false,
+        }
+    }
+
+    /// Copy to the host and/or compress, or recompute alone.
+    fn is_valid(&self) -> bool {
+        if self.recompute {
+            !self.to_host && self.codec.is_none()
+        } else {
+            self.to_host || self.codec.is_some()
+        }
+    }
 
     /// The bytes that cross the link (or stay on the device, compressed).
     pub fn wire_bytes(&self, bytes: u64) -> u64 {
         self.codec.map_or(bytes, |c| c.compressed_bytes(bytes))
     }
 
-    /// Reduction plus restore time of a tensor of `bytes` on `machine`, ignoring queueing.
+    /// Reduction plus restore time of a tensor of `bytes` on `machine`, ignoring queueing
+    /// (0 for recomputation, whose cost is its producer's latency, not a rate).
     pub fn round_trip_ms(&self, machine: &Machine, bytes: u64) -> f64 {
         let wire = self.wire_bytes(bytes);
         let copies = if self.to_host {
@@ -181,11 +232,16 @@ pub enum Prefetch {
 pub enum Serialize {
     /// No edge.
     None,
-    /// The method: the next compute node after the producer and the early readers.
-    NextNode,
-    /// Our variant: the first such node whose simulated start (input graph, with
-    /// [`Prefetch::Slack`]) is after the reduction's expected end, so the edge bounds how
-    /// far the copies lag behind the compute stream without stalling it.
+    /// The method as stated (methods.md §4, corrected): a node that is itself a consumer
+    /// of the source tensor. Of the readers that keep the tensor (those not rerouted to
+    /// a restore), the **last** in the graph order, after which the tensor's device copy
+    /// is freed; with [`Options::largest_output`] the one with the largest output. No
+    /// edge when every reader is rerouted.
+    Consumer,
+    /// Our improvement: the first compute node after the producer and the readers that
+    /// keep the tensor and run before the first restored reader, whose simulated start
+    /// (input graph) is after the reduction's expected end, so the edge bounds how far
+    /// the copies lag behind the compute stream without stalling it.
     AfterCopy,
 }
 
@@ -196,18 +252,27 @@ pub struct Options {
     pub serialize_reductions: Serialize,
     pub serialize_restores: bool,
     pub prefetch: Prefetch,
+    /// The method's p/q rule for placing control edges ("find the nodes with the largest
+    /// output memory, and choose the node p whose output is larger than q's"): where an
+    /// edge may go to or come from several nodes (the readers that keep the tensor for
+    /// [`Serialize::Consumer`], the sources that let the restore arrive in time for
+    /// [`Prefetch::Slack`]), take the one with the largest output bytes (device values);
+    /// equal outputs keep the rule's own choice (the last reader, the latest source).
+    pub largest_output: bool,
     /// Sets the new nodes' latencies, and simulates the input for [`Prefetch::Slack`].
     pub machine: Machine,
 }
 
 impl Options {
-    /// The method as stated: both serializations and the slack prefetch.
+    /// The method as stated: both serializations (the reduction's to a consumer of the
+    /// tensor), the slack prefetch and the p/q rule for placing the edges.
     pub fn method(reduction: Reduction, machine: Machine) -> Options {
         Options {
             reduction,
-            serialize_reductions: Serialize::NextNode,
+            serialize_reductions: Serialize::Consumer,
             serialize_restores: true,
             prefetch: Prefetch::Slack,
+            largest_output: true,
             machine,
         }
     }
@@ -240,12 +305,14 @@ pub enum RewriteError {
     BadValue { value: String, why: &'static str },
     #[error("value '{value}': node '{node}' does not read it after its producer, so it cannot read it from a restore")]
     BadReader { value: String, node: String },
-    #[error("a reduction must copy to the host, compress, or both")]
+    #[error("a reduction must copy to the host, compress, or both; or recompute, alone")]
     EmptyReduction,
     #[error("node '{node}' comes before '{before}' in the graph order but must run after it (cycle or unsorted rewrite)")]
     Order { node: String, before: String },
     #[error("host value '{value}' is read by node '{node}', which is not a copy back ({SWAP_IN})")]
     HostRead { value: String, node: String },
+    #[error("value '{value}' of node '{node}': host values are the outputs of copies to the host ({SWAP_OUT}), and only those")]
+    HostWrite { value: String, node: String },
     #[error(transparent)]
     Graph(#[from] GraphError),
     #[error(transparent)]
@@ -296,13 +363,59 @@ impl Queues {
     }
 }
 
+/// Maximum of any range of a fixed list in O(1) (a sparse table, built in O(n log n)).
+struct RangeMax<T> {
+    /// `levels[j][i]`: the maximum of `items[i .. i + 2^j]`.
+    levels: Vec<Vec<T>>,
+}
+
+impl<T: Copy + Ord> RangeMax<T> {
+    fn new(items: Vec<T>) -> RangeMax<T> {
+        let mut levels = vec![items];
+        let mut width = 1;
+        while 2 * width <= levels[0].len() {
+            let last = levels.last().expect("one level at least");
+            let next = (0..last.len() - width)
+                .map(|i| last[i].max(last[i + width]))
+                .collect();
+            levels.push(next);
+            width *= 2;
+        }
+        RangeMax { levels }
+    }
+
+    /// The maximum of `items[lo..hi]`; `None` when the range is empty.
+    fn max(&self, lo: usize, hi: usize) -> Option<T> {
+        if lo >= hi {
+            return None;
+        }
+        let j = (usize::BITS - 1 - (hi - lo).leading_zeros()) as usize;
+        Some(self.levels[j][lo].max(self.levels[j][hi - (1 << j)]))
+    }
+}
+
 /// A node to insert: its name, op, input, output value and latency.
 struct Insert {
     name: String,
     op: &'static str,
-    input: ValueId,
-    output: ValueId,
+    inputs: Vec<Option<ValueId>>,
+    outputs: Vec<ValueId>,
+    attributes: BTreeMap<String, memplan_graph::Attribute>,
     ms: f64,
+}
+
+impl Insert {
+    /// A reduction or restore node of one input and one output.
+    fn unary(name: String, op: &'static str, input: ValueId, output: ValueId, ms: f64) -> Insert {
+        Insert {
+            name,
+            op,
+            inputs: vec![Some(input)],
+            outputs: vec![output],
+            attributes: BTreeMap::new(),
+            ms,
+        }
+    }
 }
 
 /// Rewrites `graph` (whose node order must be topological) with `swaps`; see the module
@@ -313,7 +426,7 @@ pub fn rewrite(
     options: &Options,
 ) -> Result<Rewritten, RewriteError> {
     let reduction = options.reduction;
-    if !reduction.to_host && reduction.codec.is_none() {
+    if !reduction.is_valid() {
         return Err(RewriteError::EmptyReduction);
     }
     let n = graph.nodes().len();
@@ -362,6 +475,11 @@ pub fn rewrite(
         if readers.is_empty() {
             continue;
         }
+        if reduction.recompute {
+            if let Err(why) = recomputable(graph, swap.value) {
+                return Err(bad(why));
+            }
+        }
         requests.push((swap.value, producer, readers));
     }
     let run = match (options.prefetch, options.serialize_reductions) {
@@ -378,6 +496,35 @@ pub fn rewrite(
         Prefetch::Levels(_) => levels(graph),
         _ => Vec::new(),
     };
+
+    // The p/q rule: each node's output bytes on the device.
+    let out_bytes: Vec<u64> = if options.largest_output {
+        graph
+            .nodes()
+            .iter()
+            .map(|node| {
+                node.outputs
+                    .iter()
+                    .filter(|&&o| graph.value(o).is_activation())
+                    .try_fold(0u64, |sum, &o| sum.checked_add(graph.value(o).bytes))
+                    .ok_or(GraphError::TooLarge)
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    // Among `nodes` (in any order), the one with the largest output; ties: the latest.
+    let largest = |nodes: &mut dyn Iterator<Item = usize>| {
+        nodes.max_by(|&a, &b| out_bytes[a].cmp(&out_bytes[b]).then(a.cmp(&b)))
+    };
+    // Compute-stream positions, for searches by simulated time (their starts and
+    // finishes grow along the order: the stream is in-order).
+    let compute_at: Vec<usize> = (0..n).filter(|&i| compute[i]).collect();
+    // The first compute position at or after each position (n: none).
+    // The p/q rule over ranges of compute nodes, in O(1) per query.
+    let widest = options
+        .largest_output
+        .then(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()));
 
     let mut new_graph = Graph::new(graph.name.clone());
     for value in graph.values() {
@@ -406,7 +553,8 @@ pub fn rewrite(
             .ok_or(GraphError::TooLarge)?;
         let wire = reduction.wire_bytes(v.bytes);
         let slot = producer.map_or(0, |p| p + 1);
-        // Reduction chain.
+        // Reduction chain (none for recomputation).
+        let pushed_before = reductions[slot].len();
         let mut current = *value;
         if let Some(codec) = reduction.codec {
             let out = add(
@@ -416,52 +564,63 @@ pub fn rewrite(
                 wire,
                 None,
             )?;
-            reductions[slot].push(Insert {
-                name: format!("compress:{}", v.name),
-                op: COMPRESS,
-                input: current,
-                output: out,
-                ms: machine.codec_ms(v.bytes),
-            });
+            reductions[slot].push(Insert::unary(
+                format!("compress:{}", v.name),
+                COMPRESS,
+                current,
+                out,
+                machine.codec_ms(v.bytes),
+            ));
             current = out;
         }
         let mut stored = current;
         if reduction.to_host {
-            let out = add(
-                &mut new_graph,
+            let mut host = Value::with_bytes(
                 format!("{}@host", v.name),
                 reduction.codec.map_or(v.dtype, Codec::dtype),
                 wire,
-                None,
-            )?;
-            reductions[slot].push(Insert {
-                name: format!("swapout:{}", v.name),
-                op: SWAP_OUT,
-                input: current,
-                output: out,
-                ms: machine.copy_ms(Engine::DeviceToHost, wire),
-            });
+                ValueKind::Host,
+            );
+            host.shape = None;
+            let out = new_graph.add_value(host)?;
+            reductions[slot].push(Insert::unary(
+                format!("swapout:{}", v.name),
+                SWAP_OUT,
+                current,
+                out,
+                machine.copy_ms(Engine::DeviceToHost, wire),
+            ));
             stored = out;
         }
-        let last_reduction = reductions[slot].last().map(|i| i.name.clone());
-        if options.serialize_reductions != Serialize::None {
-            let first_restored = readers[0].index();
-            let early = v
+        let last_reduction = reductions[slot][pushed_before..]
+            .last()
+            .map(|i| i.name.clone());
+        if options.serialize_reductions != Serialize::None && last_reduction.is_some() {
+            // Readers that keep the device copy (not rerouted to a restore).
+            let keepers = v
                 .consumers
                 .iter()
                 .map(|&(c, _)| c.index())
-                .filter(|&c| c < first_restored)
-                .max();
-            let after = early.into_iter().chain(*producer).max();
-            let from = after.map_or(0, |a| a + 1);
+                .filter(|c| readers.binary_search(&NodeId(*c as u32)).is_err());
             let target = match (options.serialize_reductions, &run) {
+                (Serialize::Consumer, _) if options.largest_output => {
+                    largest(&mut keepers.into_iter())
+                }
+                (Serialize::Consumer, _) => keepers.max(),
                 (Serialize::AfterCopy, Some(run)) => {
+                    let first_restored = readers[0].index();
+                    let early = keepers.filter(|&c| c < first_restored).max();
+                    let after = early.into_iter().chain(*producer).max();
+                    let from = after.map_or(0, |a| a + 1);
                     let ready = producer.map_or(0.0, |p| run.finish[p]);
                     let queue = producer.map_or(0.0, |p| queues.d2h_busy_upto[p]);
                     let done = ready.max(queue) + reduction.reduce_ms(machine, v.bytes);
-                    (from..n).find(|&t| compute[t] && run.start[t] + 1e-9 >= done)
+                    // The first compute node at or after `from` starting at `done` or later.
+                    let k = compute_at.partition_point(|&t| t < from);
+                    let j = k + compute_at[k..].partition_point(|&t| run.start[t] + 1e-9 < done);
+                    compute_at.get(j).copied()
                 }
-                _ => (from..n).find(|&t| compute[t]),
+                _ => None,
             };
             if let (Some(t), Some(red)) = (target, &last_reduction) {
                 edges.push((red.clone(), graph.nodes()[t].name.clone()));
@@ -489,10 +648,21 @@ pub fn rewrite(
                     Prefetch::Slack => {
                         let run = run.as_ref().expect("simulated for Prefetch::Slack");
                         let need = reduction.restore_ms(machine, v.bytes);
-                        (low..c)
-                            .rev()
-                            .find(|&u| compute[u] && run.finish[u] + need <= run.start[c] + 1e-9)
-                            .or_else(|| (low..c).rev().find(|&u| compute[u]))
+                        // Compute nodes in [low, c): compute_at[lo..hi]; those in time
+                        // (finish + need <= the reader's start) are a prefix of them.
+                        let lo = compute_at.partition_point(|&u| u < low);
+                        let hi = compute_at.partition_point(|&u| u < c);
+                        let fit = lo
+                            + compute_at[lo..hi]
+                                .partition_point(|&u| run.finish[u] + need <= run.start[c] + 1e-9);
+                        let in_time = if options.largest_output {
+                            widest.as_ref().and_then(|w| w.max(lo, fit)).map(|(_, u)| u)
+                        } else {
+                            fit.checked_sub(1)
+                                .filter(|&k| k >= lo)
+                                .map(|k| compute_at[k])
+                        };
+                        in_time.or_else(|| (hi > lo).then(|| compute_at[hi - 1]))
                     }
                     Prefetch::Queued => {
                         let run = run.as_ref().expect("simulated for Prefetch::Queued");
@@ -526,13 +696,13 @@ pub fn rewrite(
                 let at = source.map_or(slot, |u| (u + 1).max(slot));
                 restore_heads.push((c, *value, name.clone()));
                 head = Some(at);
-                restores[at].push(Insert {
+                restores[at].push(Insert::unary(
                     name,
-                    op: SWAP_IN,
-                    input: current,
-                    output: out,
-                    ms: machine.copy_ms(Engine::HostToDevice, wire),
-                });
+                    SWAP_IN,
+                    current,
+                    out,
+                    machine.copy_ms(Engine::HostToDevice, wire),
+                ));
                 current = out;
             }
             if reduction.codec.is_some() {
@@ -547,14 +717,40 @@ pub fn rewrite(
                 if head.is_none() {
                     restore_heads.push((c, *value, name.clone()));
                 }
+                restores[c].push(Insert::unary(
+                    name,
+                    DECOMPRESS,
+                    current,
+                    out,
+                    machine.codec_ms(v.bytes),
+                ));
+                current = out;
+            }
+            if reduction.recompute {
+                // Validated above: a compute producer with one output and a latency.
+                let p = &graph.nodes()[producer.expect("validated")];
+                current = add(
+                    &mut new_graph,
+                    format!("{}@{reader_name}", v.name),
+                    v.dtype,
+                    v.bytes,
+                    v.shape.clone(),
+                )?;
+                let name = format!("recompute:{}@{reader_name}", v.name);
+                restore_heads.push((c, *value, name.clone()));
+                let mut attributes = p.attributes.clone();
+                attributes.insert(
+                    RECOMPUTES.to_string(),
+                    memplan_graph::Attribute::String(p.name.clone()),
+                );
                 restores[c].push(Insert {
                     name,
-                    op: DECOMPRESS,
-                    input: current,
-                    output: out,
-                    ms: machine.codec_ms(v.bytes),
+                    op: RECOMPUTE,
+                    inputs: p.inputs.clone(),
+                    outputs: vec![current],
+                    attributes,
+                    ms: p.latency_ms.expect("validated"),
                 });
-                current = out;
             }
             reroute.insert((reader, *value), current);
         }
@@ -572,12 +768,23 @@ pub fn rewrite(
             }
         }
     }
-    for (name, at_least) in moves {
-        for s in 0..at_least {
-            if let Some(k) = restores[s].iter().position(|i| i.name == name) {
+    if !moves.is_empty() {
+        let mut slot_of: HashMap<String, usize> = HashMap::new();
+        for (s, inserts) in restores.iter().enumerate() {
+            for insert in inserts {
+                slot_of.insert(insert.name.clone(), s);
+            }
+        }
+        for (name, at_least) in moves {
+            let s = slot_of[&name];
+            if s < at_least {
+                let k = restores[s]
+                    .iter()
+                    .position(|i| i.name == name)
+                    .expect("indexed above");
                 let insert = restores[s].remove(k);
                 restores[at_least].push(insert);
-                break;
+                slot_of.insert(name, at_least);
             }
         }
     }
@@ -599,9 +806,9 @@ pub fn rewrite(
             let id = g.add_node(
                 insert.name,
                 insert.op,
-                vec![Some(insert.input)],
-                vec![insert.output],
-                BTreeMap::new(),
+                insert.inputs,
+                insert.outputs,
+                insert.attributes,
             )?;
             g.set_latency(id, Some(insert.ms));
         }
@@ -647,6 +854,28 @@ pub fn rewrite(
     })
 }
 
+/// Whether `value` can be deleted and recomputed ([`Reduction::RECOMPUTE`]): its producer
+/// exists, computes (it is not a copy), has this one output and a latency. The error says
+/// why not.
+pub fn recomputable(graph: &Graph, value: ValueId) -> Result<(), &'static str> {
+    let Some((p, _)) = graph.value(value).producer else {
+        return Err("it has no producer to re-run");
+    };
+    let node = graph.node(p);
+    if Engine::of(&node.op_type) != Engine::Compute {
+        return Err("its producer is a copy, not a computation");
+    }
+    if node.outputs.len() != 1 {
+        return Err(
+            "its producer has several outputs (recomputation re-runs one-output producers only)",
+        );
+    }
+    if node.latency_ms.is_none() {
+        return Err("its producer has no latency");
+    }
+    Ok(())
+}
+
 /// True when `value` already feeds a reduction node ([`COMPRESS`] or [`SWAP_OUT`]).
 pub fn is_reduced(graph: &Graph, value: ValueId) -> bool {
     graph
@@ -684,9 +913,18 @@ pub fn levels(graph: &Graph) -> Vec<usize> {
 /// Checks that `graph` is a valid (rewritten) graph: every data and control
 /// predecessor of a node comes before it in the node order (so the graph is acyclic and
 /// every restore comes after its reduction, and a prefetch source is never downstream of
-/// the reader it serves), and host values are read only by [`SWAP_IN`] nodes.
+/// the reader it serves), host values ([`ValueKind::Host`]) are read only by [`SWAP_IN`]
+/// nodes, and written by [`SWAP_OUT`] nodes, whose outputs are all host values.
 pub fn check(graph: &Graph) -> Result<(), RewriteError> {
     for (i, node) in graph.nodes().iter().enumerate() {
+        for &o in &node.outputs {
+            if is_host(graph, o) != (node.op_type == SWAP_OUT) {
+                return Err(RewriteError::HostWrite {
+                    value: graph.value(o).name.clone(),
+                    node: node.name.clone(),
+                });
+            }
+        }
         for v in node.inputs.iter().flatten() {
             if let Some((p, _)) = graph.value(*v).producer {
                 if p.index() >= i {
@@ -912,18 +1150,19 @@ mod tests {
         }
     }
 
-    /// Swapping a for D. Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4) D [4,5).
-    /// - Serialization: a's early reader is B, so the edge goes to the next compute
-    ///   node, C1.
-    /// - Prefetch: the copy back takes 1 ms and D starts at 4: C2 (ends 4) is too late,
-    ///   C1 (ends 3) is the latest that fits. The copy back is placed after C1.
+    /// Swapping a for D, the method as stated. Input times: A [0,1) B [1,2) C1 [2,3)
+    /// C2 [3,4) D [4,5).
+    /// - Serialization: to a consumer of a that keeps it: B, the only one.
+    /// - Prefetch: the copy back takes 1 ms and D starts at 4: B (ends 2) and C1 (ends 3)
+    ///   let it arrive in time; by the p/q rule B, whose output (b, 800 B) is larger than
+    ///   C1's (100 B). The copy back is placed after B.
     ///
-    /// Simulated: A [0,1), swapout [1,2) beside B [1,2), C1 [2,3) (waits for the
-    /// swapout), swapin [3,4) beside C2 [3,4), D [4,5): step 5 ms, as without swap.
-    /// Device bytes: at B (t = 1) a + b = 1800; a is freed at 2 (swapout and B end), so
-    /// C1 holds b + c1 = 900; the copy back brings a in at 3: c1 + a + c2 = 1200; D
-    /// adds d: c2 + a + d = 1110. Peak 1800 at 1, against 1900 (a + b + c1 at C1)
-    /// without swap.
+    /// Simulated: A [0,1), swapout [1,2), B waits for it: [2,3), swapin [3,4) beside C1
+    /// [3,4), C2 [4,5), D [5,6): step 6 ms (1 ms of stall). Device bytes: a + b = 1800
+    /// while B runs; a is freed at 3 (B ends), but the copy back and C1 start then:
+    /// b + a@D + c1 = 1900 at 3, the no-swap peak (a + b + c1 at C1). The as-stated
+    /// edges gain nothing here; without the p/q rule the prefetch comes from C1 (the
+    /// latest source in time) and the peak falls to 1800 (second half).
     #[test]
     fn swap_by_hand() {
         let g = chain(false);
@@ -936,26 +1175,50 @@ mod tests {
         let r = &out.graph;
         assert_eq!(
             names(r),
+            ["A", "swapout:a", "B", "swapin:a@D", "C1", "C2", "D"]
+        );
+        assert_eq!(edges(r), [("B", "swapin:a@D"), ("swapout:a", "B")]);
+        let run = simulate(r, &machine()).unwrap();
+        assert_eq!(run.start, [0.0, 1.0, 2.0, 3.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            (run.step_ms, run.peak_bytes, run.peak_at_ms),
+            (6.0, 1900, 3.0)
+        );
+
+        // Without the p/q rule: prefetch from C1 (ends 3, the latest in time). Simulated:
+        // A [0,1), swapout [1,2), B [2,3), C1 [3,4), swapin [4,5) beside C2 [4,5),
+        // D [5,6). Device bytes: 1800 while B runs (a + b); then b + c1 = 900 at 3;
+        // c1 + a@D + c2 = 1200 at 4; c2 + a@D + d = 1110 at 5. Peak 1800 at 2, against
+        // 1900 without swap.
+        let options = Options {
+            largest_output: false,
+            ..Options::method(Reduction::SWAP, machine())
+        };
+        let out = rewrite(&g, &[swap_a(&g, &["D"])], &options).unwrap();
+        let r = &out.graph;
+        assert_eq!(
+            names(r),
             ["A", "swapout:a", "B", "C1", "swapin:a@D", "C2", "D"]
         );
-        assert_eq!(edges(r), [("C1", "swapin:a@D"), ("swapout:a", "C1")]);
+        assert_eq!(edges(r), [("C1", "swapin:a@D"), ("swapout:a", "B")]);
         let d = r.node(r.node_by_name("D").unwrap());
         assert_eq!(r.value(d.inputs[1].unwrap()).name, "a@D");
         assert_eq!(r.value(r.value_by_name("a@D").unwrap()).bytes, 1000);
         assert!(is_host(r, r.value_by_name("a@host").unwrap()));
         assert_eq!((out.tensors, out.bytes, out.restores), (1, 1000, 1));
         let run = simulate(r, &machine()).unwrap();
-        assert_eq!(run.start, [0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 4.0]);
-        assert_eq!(run.step_ms, 5.0);
-        assert_eq!((run.peak_bytes, run.peak_at_ms), (1800, 1.0));
+        assert_eq!(run.start, [0.0, 1.0, 2.0, 3.0, 4.0, 4.0, 5.0]);
+        assert_eq!(run.step_ms, 6.0);
+        assert_eq!((run.peak_bytes, run.peak_at_ms), (1800, 2.0));
         assert_eq!(run.host_peak_bytes, 1000);
         let base = no_swap(&g).unwrap();
         assert_eq!((base.peak_bytes, base.step_ms), (1900, 5.0));
     }
 
     /// One reduction feeding two restores (D and E); the second restore is serialized
-    /// after D, the reader of the first. Its prefetch source would be C2 (E starts at
-    /// 5, C2 ends at 4), but the serialization places it after D.
+    /// after D, the reader of the first. Both prefetch sources are B (in time for D and
+    /// for E, with the largest output: the p/q rule), but the serialization places E's
+    /// copy back after D.
     #[test]
     fn one_reduction_several_restores() {
         let g = chain(true);
@@ -972,8 +1235,8 @@ mod tests {
                 "A",
                 "swapout:a",
                 "B",
-                "C1",
                 "swapin:a@D",
+                "C1",
                 "C2",
                 "D",
                 "swapin:a@E",
@@ -983,10 +1246,10 @@ mod tests {
         assert_eq!(
             edges(r),
             [
-                ("C1", "swapin:a@D"),
-                ("C2", "swapin:a@E"),
+                ("B", "swapin:a@D"),
+                ("B", "swapin:a@E"),
                 ("D", "swapin:a@E"),
-                ("swapout:a", "C1"),
+                ("swapout:a", "B"),
             ]
         );
         assert_eq!((out.tensors, out.restores), (1, 2));
@@ -999,10 +1262,7 @@ mod tests {
     #[test]
     fn compression_and_both() {
         let g = chain(false);
-        let fp16 = Reduction {
-            to_host: false,
-            codec: Some(Codec::Fp16),
-        };
+        let fp16 = Reduction::compress(Codec::Fp16, false);
         let out = rewrite(&g, &[swap_a(&g, &["D"])], &Options::method(fp16, machine())).unwrap();
         let r = &out.graph;
         assert_eq!(
@@ -1014,10 +1274,7 @@ mod tests {
             r.node(r.node_by_name("compress:a").unwrap()).latency_ms,
             Some(1.0)
         );
-        let both = Reduction {
-            to_host: true,
-            codec: Some(Codec::Int8),
-        };
+        let both = Reduction::compress(Codec::Int8, true);
         let out = rewrite(&g, &[swap_a(&g, &["D"])], &Options::method(both, machine())).unwrap();
         let r = &out.graph;
         assert_eq!(
@@ -1049,7 +1306,7 @@ mod tests {
     /// Copies of a take 2 ms (500 B/ms). Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4)
     /// D [4,5). The copy out of a ends at 1 + 2 = 3.
     /// - Timed serialization: the first compute node after B starting at 3 or later is
-    ///   C2 (the method's edge would go to C1).
+    ///   C2 (the method's edge goes to B, the consumer of a that keeps it).
     /// - Slack prefetch: B ends at 2, 2 + 2 <= 4, so B; but the copy back cannot start
     ///   before the copy out ends (3). Queued prefetch: ends would be B 5, C1 5, C2 6;
     ///   none is in time for D (4), so the latest with the earliest end: C1.
@@ -1079,7 +1336,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             edges(&method.graph),
-            [("B", "swapin:a@D"), ("swapout:a", "C1")]
+            [("B", "swapin:a@D"), ("swapout:a", "B")]
         );
         // Simulated: swapout [1,3); C2 waits for it: C1 [2,3), C2 [3,4); swapin after C1
         // and the swapout: [3,5); D [5,6).
@@ -1230,6 +1487,151 @@ mod tests {
     }
 
     #[test]
+    fn range_max_is_the_brute_force_max() {
+        let items: Vec<(u64, usize)> = (0..37).map(|i| ((i * 7919 % 13) as u64, i)).collect();
+        let table = RangeMax::new(items.clone());
+        for lo in 0..=items.len() {
+            for hi in lo..=items.len() {
+                assert_eq!(table.max(lo, hi), items[lo..hi].iter().copied().max());
+            }
+        }
+        assert_eq!(RangeMax::<u8>::new(Vec::new()).max(0, 0), None);
+    }
+
+    #[test]
+    fn codec_sizes() {
+        assert_eq!(Codec::Fp16.compressed_bytes(1001), 501);
+        assert_eq!(Codec::Fp24.compressed_bytes(1000), 750);
+        assert_eq!(Codec::Fp24.compressed_bytes(1001), 751);
+        assert_eq!(Codec::Fp24.compressed_bytes(2), 2);
+        assert_eq!(Codec::Int8.compressed_bytes(1001), 251);
+        // No overflow at the top: ceil((2^64 - 1) * 3 / 4) = 3 * 2^62 - 1 + 1.
+        assert_eq!(Codec::Fp24.compressed_bytes(u64::MAX), 3 << 62);
+        // 24-bit on the device: a@fp24 holds 750 B; both: 750 B cross the link.
+        let g = chain(false);
+        let out = rewrite(
+            &g,
+            &[swap_a(&g, &["D"])],
+            &Options::method(Reduction::compress(Codec::Fp24, true), machine()),
+        )
+        .unwrap();
+        let r = &out.graph;
+        assert_eq!(r.value(r.value_by_name("a@fp24").unwrap()).bytes, 750);
+        assert_eq!(r.value(r.value_by_name("a@host").unwrap()).bytes, 750);
+        assert_eq!(r.value(r.value_by_name("a@D").unwrap()).bytes, 1000);
+        assert_eq!(
+            r.node(r.node_by_name("swapout:a").unwrap()).latency_ms,
+            Some(0.75)
+        );
+        simulate(r, &machine()).unwrap();
+    }
+
+    /// Delete and recompute a for D: A runs again (reading x) right before D.
+    /// Simulated: A [0,1) B [1,2) C1 [2,3) C2 [3,4) recompute [4,5) D [5,6): 6 ms.
+    /// Device bytes: x (10 B) now lives until the recomputation ends (5); a is freed when
+    /// B ends (2). At B: x + a + b = 1810 (the peak, at 1); at C1: x + b + c1 = 910; at
+    /// the recomputation: x + c2 + a@D = 1110; at D: c2 + a@D + d = 1110. Without it:
+    /// 1900 (a + b + c1 at C1).
+    #[test]
+    fn recompute_by_hand() {
+        let g = chain(false);
+        let out = rewrite(
+            &g,
+            &[swap_a(&g, &["D"])],
+            &Options::method(Reduction::RECOMPUTE, machine()),
+        )
+        .unwrap();
+        let r = &out.graph;
+        assert_eq!(names(r), ["A", "B", "C1", "C2", "recompute:a@D", "D"]);
+        assert!(edges(r).is_empty());
+        let node = r.node(r.node_by_name("recompute:a@D").unwrap());
+        assert_eq!(node.op_type, RECOMPUTE);
+        assert_eq!(node.inputs, [r.value_by_name("x")]);
+        assert_eq!(node.latency_ms, Some(1.0));
+        assert_eq!(
+            node.attributes.get(RECOMPUTES),
+            Some(&memplan_graph::Attribute::String("A".into()))
+        );
+        assert_eq!((out.tensors, out.bytes, out.restores), (1, 1000, 1));
+        let run = simulate(r, &machine()).unwrap();
+        assert_eq!(run.start, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            (
+                run.step_ms,
+                run.peak_bytes,
+                run.peak_at_ms,
+                run.host_peak_bytes
+            ),
+            (6.0, 1810, 1.0, 0)
+        );
+        // A graph input has no producer to re-run; a reduction is one kind or the other.
+        let x = g.value_by_name("x").unwrap();
+        let a_node = g.node_by_name("A").unwrap();
+        let recompute = Options::method(Reduction::RECOMPUTE, machine());
+        assert!(matches!(
+            rewrite(
+                &g,
+                &[Swap {
+                    value: x,
+                    readers: vec![a_node]
+                }],
+                &recompute
+            ),
+            Err(RewriteError::BadValue { .. })
+        ));
+        let mixed = Options {
+            reduction: Reduction {
+                recompute: true,
+                ..Reduction::SWAP
+            },
+            ..recompute
+        };
+        assert_eq!(
+            rewrite(&g, &[swap_a(&g, &["D"])], &mixed),
+            Err(RewriteError::EmptyReduction)
+        );
+    }
+
+    /// The rewritten graph written as graph JSON and read back: its host value is a
+    /// `host` value, off the device for the max-live analysis of `memplan plan` and
+    /// `bound`. The graph of `swap_by_hand` without the p/q rule, one node per step (A,
+    /// swapout, B, C1, swapin, C2, D): a + b = 1800 at B, c1 + a@D + c2 = 1200 at C2,
+    /// a@D + c2 + d = 1110 at D. Max-live 1800, the simulator's peak (1800, while B
+    /// runs); counting a@host (1000 B from the swapout to the swapin) would give 2800.
+    #[test]
+    fn host_values_stay_off_the_device_when_read_back() {
+        let g = chain(false);
+        let options = Options {
+            largest_output: false,
+            ..Options::method(Reduction::SWAP, machine())
+        };
+        let r = rewrite(&g, &[swap_a(&g, &["D"])], &options).unwrap().graph;
+        let back =
+            memplan_graph::read_graph_json(&memplan_graph::write_graph_json(&r), "back").unwrap();
+        let host = back.value_by_name("a@host").unwrap();
+        assert_eq!(back.value(host).kind, ValueKind::Host);
+        check(&back).unwrap();
+        let memory = memplan_graph::analyse(
+            &back,
+            memplan_graph::Order::File,
+            memplan_graph::Options::NONE,
+        )
+        .unwrap();
+        assert_eq!(memory.values[host.index()].role, memplan_graph::Role::Host);
+        assert_eq!(memory.stats.max_live_bytes, 1800);
+        let run = simulate(&back, &machine()).unwrap();
+        assert_eq!((run.peak_bytes, run.host_peak_bytes), (1800, 1000));
+        assert_eq!(run, simulate(&r, &machine()).unwrap());
+        // A copy to the host whose output is a device value is refused.
+        let mut bad = Graph::new("bad");
+        let a = value(&mut bad, "a", 10, ValueKind::Input);
+        let h = value(&mut bad, "h", 10, ValueKind::Activation);
+        bad.add_node("S", SWAP_OUT, vec![Some(a)], vec![h], BTreeMap::new())
+            .unwrap();
+        assert!(matches!(check(&bad), Err(RewriteError::HostWrite { .. })));
+    }
+
+    #[test]
     fn bad_requests_are_errors() {
         let g = chain(false);
         let options = Options::method(Reduction::SWAP, machine());
@@ -1247,6 +1649,7 @@ mod tests {
             reduction: Reduction {
                 to_host: false,
                 codec: None,
+                recompute: false,
             },
             ..options
         };

@@ -19,9 +19,17 @@
 //!
 //! # Memory model
 //!
-//! - Device values are the arena values ([`memplan_graph::Value::is_activation`]) that
-//!   are not on the host; host values are the outputs of [`crate::rewrite::SWAP_OUT`]
-//!   nodes and live in the pinned host pool. Weights and constants are not counted.
+//! - Device values are the arena values ([`memplan_graph::Value::is_activation`]); host
+//!   values ([`memplan_graph::ValueKind::Host`], the outputs of
+//!   [`crate::rewrite::SWAP_OUT`] nodes) live in the pinned host pool. Weights and
+//!   constants are not counted.
+//! - A **recomputation** ([`crate::rewrite::RECOMPUTE`], on the compute stream) reads
+//!   its producer's inputs. Each must be *available* at its start: produced earlier
+//!   (every node's inputs are) and still allocated on the device. A device value is
+//!   freed only after its last reader finishes, and the recomputation is one of its
+//!   readers, so it is kept live up to it (the memory this costs is counted), or it is
+//!   a value restored for the recomputation (a later rewrite of the rewritten graph);
+//!   a host value is not available: [`SimulateError::RecomputeInputNotOnDevice`].
 //! - A value is allocated when its producer **starts** (a restore allocates when its copy
 //!   starts; a codec node holds its source and its result at once) and freed when its
 //!   last reader **finishes** (a reduction frees the device copy when the copy ends, if
@@ -40,9 +48,9 @@
 use std::fmt::Write;
 
 use memplan::render::{short_bytes, svg::escape, ticks};
-use memplan_graph::{analyse, AnalysisError, Graph, NodeId, Options, Order, ValueId};
+use memplan_graph::{analyse, AnalysisError, Graph, NodeId, Options, Order, ValueId, ValueKind};
 
-use crate::rewrite::{SWAP_IN, SWAP_OUT};
+use crate::rewrite::{RECOMPUTE, SWAP_IN, SWAP_OUT};
 
 /// What a run measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -76,6 +84,8 @@ pub enum SimulateError {
         needed: u64,
         limit: u64,
     },
+    #[error("recomputation '{node}' reads '{value}', which is not on the device (a host value); a recomputation reads its producer's inputs on the device")]
+    RecomputeInputNotOnDevice { node: String, value: String },
     #[error("memory in use leaves the range 0 ..= 2^64 - 1 bytes")]
     Overflow,
     #[error(transparent)]
@@ -185,12 +195,12 @@ impl Engine {
     }
 }
 
-/// True when `value` lives in host memory: the output of a [`SWAP_OUT`] node.
+/// True when `value` lives in host memory: a [`ValueKind::Host`] value (the rewriting
+/// gives that kind to the outputs of its [`SWAP_OUT`] nodes, and [`crate::rewrite::check`]
+/// requires it), so that a rewritten graph written out and read back keeps its host
+/// values off the device, also for `memplan plan` and `bound`.
 pub fn is_host(graph: &Graph, value: ValueId) -> bool {
-    graph
-        .value(value)
-        .producer
-        .is_some_and(|(p, _)| graph.node(p).op_type == SWAP_OUT)
+    graph.value(value).kind == ValueKind::Host
 }
 
 /// Memory in use after one event.
@@ -249,6 +259,17 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
     for (i, node) in nodes.iter().enumerate() {
         let ms = latency(node)?;
         let engine = Engine::of(&node.op_type);
+        if node.op_type == RECOMPUTE {
+            // Its inputs must be on the device at its start. Produced before it (checked
+            // below) and freed only after their last reader, which it is, they are live
+            // then unless they are host values.
+            if let Some(v) = node.inputs.iter().flatten().find(|&&v| is_host(graph, v)) {
+                return Err(SimulateError::RecomputeInputNotOnDevice {
+                    node: node.name.clone(),
+                    value: graph.value(*v).name.clone(),
+                });
+            }
+        }
         let mut t = free[engine.index()];
         for v in node.inputs.iter().flatten() {
             if let Some((p, _)) = graph.value(*v).producer {
@@ -296,7 +317,7 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
     let mut events = Vec::new();
     for (k, value) in graph.values().iter().enumerate() {
         let id = ValueId(k as u32);
-        if !value.is_activation() || value.bytes == 0 {
+        if !(value.is_activation() || value.kind == ValueKind::Host) || value.bytes == 0 {
             continue;
         }
         match value.producer {
@@ -551,7 +572,7 @@ mod tests {
         let mut g = Graph::new("overlap");
         let x = value(&mut g, "x", 10, ValueKind::Input);
         let a = value(&mut g, "a", 100, ValueKind::Activation);
-        let h = value(&mut g, "h", 100, ValueKind::Activation);
+        let h = value(&mut g, "h", 100, ValueKind::Host);
         let b = value(&mut g, "b", 20, ValueKind::Activation);
         let a2 = value(&mut g, "a2", 100, ValueKind::Activation);
         let c = value(&mut g, "c", 5, ValueKind::Activation);
@@ -616,8 +637,8 @@ mod tests {
         let mut g = Graph::new("fifo");
         let a2 = value(&mut g, "a2", 50, ValueKind::Activation);
         let a1 = value(&mut g, "a1", 50, ValueKind::Activation);
-        let h1 = value(&mut g, "h1", 50, ValueKind::Activation);
-        let h2 = value(&mut g, "h2", 50, ValueKind::Activation);
+        let h1 = value(&mut g, "h1", 50, ValueKind::Host);
+        let h2 = value(&mut g, "h2", 50, ValueKind::Host);
         node(&mut g, "P2", "Op", &[], a2, 1.0);
         node(&mut g, "P1", "Op", &[], a1, 2.0);
         node(&mut g, "S1", SWAP_OUT, &[a1], h1, 3.0);
@@ -650,6 +671,23 @@ mod tests {
             ..machine()
         };
         assert_eq!(simulate(&overlap(), &enough).unwrap().host_peak_bytes, 100);
+    }
+
+    /// A recomputation reads its producer's inputs on the device: one reading a host
+    /// value is refused, naming it.
+    #[test]
+    fn recomputation_of_a_host_input_is_an_error() {
+        let mut g = overlap();
+        let h = g.value_by_name("h").unwrap();
+        let out = value(&mut g, "h2", 100, ValueKind::Activation);
+        node(&mut g, "Rc", crate::rewrite::RECOMPUTE, &[h], out, 1.0);
+        assert_eq!(
+            simulate(&g, &machine()),
+            Err(SimulateError::RecomputeInputNotOnDevice {
+                node: "Rc".into(),
+                value: "h".into()
+            })
+        );
     }
 
     #[test]
