@@ -6,13 +6,16 @@
 //!   *.json ──► graph JSON ──┐
 //!   *.onnx ──► ONNX ────────┴─► Graph ──► analyse (order, alias, in-place) ──► Problem
 //!   *.tflite ► TFLite ──► TFLM's arena (16-byte sizes, scratch, RESHAPE/in-place) ──► Problem
-//!   other  ──► minimalloc CSV ────────────────────────────────────────────────► Problem
+//!   other  ──► CSV: header with `op` and `tensor` ► memory-operation sequence ─► Problem
+//!                   header with `op` (and `id`) ──► pool allocation trace ──────► Problem
+//!                   any other header ──► minimalloc CSV ─────────────────────────► Problem
 //! ```
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use memplan::io::{csv, json};
+use memplan::io::{csv, json, memops};
+use memplan::plan::tensors::TensorSlot;
 use memplan::planner::Planner;
 use memplan::{Plan, Problem};
 use memplan_graph::{Analysis, Graph, Options, Order, Rules};
@@ -38,6 +41,8 @@ pub struct Loaded {
     pub graph: Option<(Graph, Analysis)>,
     /// The model and its arena when the file was a `.tflite`.
     pub tflite: Option<TfliteInput>,
+    /// Where every tensor lives in the problem's buffers (one per buffer for CSV inputs).
+    pub tensors: Vec<TensorSlot>,
 }
 
 /// A `.tflite` model read for planning.
@@ -158,12 +163,59 @@ pub fn analyse(path: &Path, graph: &Graph, settings: &GraphSettings) -> Result<A
         .with_context(|| format!("'{}'", path.display()))
 }
 
-/// Reads a problem: a minimalloc CSV directly, a graph through its analysis.
+/// Reads a CSV-like text file of at most [`memops::MAX_TEXT_BYTES`] bytes.
+fn read_capped_text(path: &Path) -> Result<String> {
+    let length = std::fs::metadata(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?
+        .len();
+    if length > memops::MAX_TEXT_BYTES as u64 {
+        anyhow::bail!(
+            "'{}' is {length} bytes, more than the {} memplan reads from a CSV; split the problem",
+            path.display(),
+            memops::MAX_TEXT_BYTES
+        );
+    }
+    read_text(path)
+}
+
+/// The problem of a CSV: a memory-operation sequence (a header with `op` and `tensor`),
+/// a pool allocation trace (`op` and `id`: read by `memplan_pool`, every event in file
+/// order, ids named by their number), or a minimalloc CSV.
+fn read_csv_problem(path: &Path) -> Result<Problem> {
+    let text = read_capped_text(path)?;
+    let source = path.display().to_string();
+    if !memops::looks_like_operations(&text) {
+        return Ok(csv::read_problem(&text, &source)?);
+    }
+    if memops::has_tensor_column(&text) {
+        return Ok(memops::read_problem(&text, &source)?);
+    }
+    let trace = memplan_pool::trace::Trace::from_csv(path, &text)?;
+    let ops: Vec<memops::MemOp> = trace
+        .events
+        .iter()
+        .enumerate()
+        .map(|(k, event)| memops::MemOp {
+            kind: match event.op {
+                memplan_pool::trace::Op::Alloc => memops::OpKind::Alloc,
+                memplan_pool::trace::Op::Free => memops::OpKind::Free,
+            },
+            tensor: event.id.to_string(),
+            size: Some(event.size),
+            alignment: Some(event.align),
+            // The trace keeps no line numbers: the event's place, past the header.
+            line: k + 2,
+        })
+        .collect();
+    Ok(memops::problem_from_ops(&ops, &source)?)
+}
+
+/// Reads a problem: a CSV directly, a graph through its analysis.
 pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     if FileKind::of(path) == FileKind::MinimallocCsv {
-        let text = read_text(path)?;
-        let problem = csv::read_problem(&text, &path.display().to_string())?;
+        let problem = read_csv_problem(path)?;
         return Ok(Loaded {
+            tensors: TensorSlot::one_per_buffer(&problem),
             problem,
             graph: None,
             tflite: None,
@@ -174,6 +226,7 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
         return Ok(Loaded {
             problem: tflite.arena.problem.clone(),
             graph: None,
+            tensors: tflite.arena.tensor_slots(&tflite.model),
             tflite: Some(tflite),
         });
     }
@@ -181,6 +234,7 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     let analysis = analyse(path, &graph, settings)?;
     Ok(Loaded {
         problem: analysis.problem.clone(),
+        tensors: analysis.tensor_slots(&graph),
         graph: Some((graph, analysis)),
         tflite: None,
     })
