@@ -45,8 +45,9 @@
 //! A [`Variant`] is one choice of metric, direction and placement rule. An option left
 //! open (`None` in [`Strip`]) is a *portfolio*: every variant of [`Strip::variants`] is run
 //! in turn and the smallest arena kept (ties: the earliest variant); the portfolio stops at
-//! the first variant that reaches the threshold. Above [`Strip::PORTFOLIO_MAX_BUFFERS`]
-//! buffers only the first variant runs (the cost stays that of one run at scale).
+//! the first variant that reaches the threshold. A problem of `n` buffers gets at most
+//! `max(1, PORTFOLIO_BUDGET / n)` variants ([`Strip::PORTFOLIO_BUDGET`]), the first ones,
+//! so at scale the cost stays that of one run.
 //!
 //! Zero-size buffers would count in the orders (time overlap) and the clusters without
 //! occupying a byte: the problem is planned without them and each is put at its fixed
@@ -219,9 +220,9 @@ pub struct Strip {
 }
 
 impl Strip {
-    /// The first metric of the portfolio and the one used alone above
-    /// [`Strip::PORTFOLIO_MAX_BUFFERS`] buffers: `size+overlap`, the normalised sum of size
-    /// and time overlap (doc/strip.md).
+    /// The first metric of the portfolio, the one of its only variant from 32,001 buffers
+    /// ([`Strip::PORTFOLIO_BUDGET`]): `size+overlap`, the normalised sum of size and time
+    /// overlap (doc/strip.md).
     pub const DEFAULT_METRIC: Metric = Metric::pair(Combine::Sum, Base::Size, Base::Overlap);
     /// The metrics of the portfolio, in the order they are tried (doc/strip.md has the
     /// measurement behind the choice).
@@ -231,8 +232,9 @@ impl Strip {
         Metric::single(Base::Size),
         Metric::pair(Combine::Product, Base::Size, Base::Length),
     ];
-    /// Above this many buffers a portfolio runs its first variant only.
-    pub const PORTFOLIO_MAX_BUFFERS: usize = 20_000;
+    /// A problem of `n` buffers runs at most `max(1, PORTFOLIO_BUDGET / n)` variants: all
+    /// 16 up to 4,000 buffers, the first only from 32,001 (doc/strip.md).
+    pub const PORTFOLIO_BUDGET: usize = 64_000;
     /// The default limit on adjustments (doc/strip.md).
     pub const DEFAULT_MAX_ITERS: u32 = 8;
     /// The planner with the default options: the whole portfolio.
@@ -253,9 +255,9 @@ impl Strip {
         }
     }
 
-    /// The variants run on a problem of `buffers` buffers, in order: metrics outermost,
-    /// then directions, then placement rules. Above [`Strip::PORTFOLIO_MAX_BUFFERS`], only
-    /// the first.
+    /// The variants run on a problem of `buffers` buffers, in order: placement rules
+    /// outermost (bottom-aligned first), then metrics, then directions; only the first
+    /// `max(1, PORTFOLIO_BUDGET / buffers)` of them.
     pub fn variants(&self, buffers: usize) -> Vec<Variant> {
         let metrics: Vec<Metric> = match self.metric {
             Some(m) => vec![m],
@@ -270,9 +272,9 @@ impl Strip {
             None => Placement::ALL.to_vec(),
         };
         let mut out = Vec::new();
-        for &metric in &metrics {
-            for &direction in &directions {
-                for &placement in &placements {
+        for &placement in &placements {
+            for &metric in &metrics {
+                for &direction in &directions {
                     out.push(Variant {
                         metric,
                         direction,
@@ -281,9 +283,7 @@ impl Strip {
                 }
             }
         }
-        if buffers > Strip::PORTFOLIO_MAX_BUFFERS {
-            out.truncate(1);
-        }
+        out.truncate((Strip::PORTFOLIO_BUDGET / buffers.max(1)).max(1));
         out
     }
 
