@@ -210,6 +210,19 @@ fn read_csv_problem(path: &Path) -> Result<Problem> {
     Ok(memops::problem_from_ops(&ops, &source)?)
 }
 
+/// True when `path` is a CSV of memory operations or a pool trace (its header, within
+/// the first 64 KiB, has an `op` column); false for anything else, unreadable included
+/// (the reader that follows names the problem).
+pub fn is_operations_csv(path: &Path) -> bool {
+    use std::io::Read;
+    if FileKind::of(path) != FileKind::MinimallocCsv {
+        return false;
+    }
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
+    read.is_ok() && memops::looks_like_operations(&String::from_utf8_lossy(&head))
+}
+
 /// Reads a problem: a CSV directly, a graph through its analysis.
 pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     if FileKind::of(path) == FileKind::MinimallocCsv {

@@ -107,7 +107,8 @@ enum Command {
     /// in-place partner) and totals (activation bytes, max-live bound, largest tensor,
     /// bytes saved by aliasing and in-place).
     Inspect {
-        /// The graph: graph JSON (`.json`) or ONNX (`.onnx`).
+        /// The graph: graph JSON (`.json`), ONNX (`.onnx`), TFLite, or a CSV of memory
+        /// operations or a pool trace (one row per tensor).
         file: PathBuf,
         /// Output format: a table with totals, a CSV of the arena tensors (its first seven
         /// columns are those of the reference `tensors.csv` files), or JSON with everything.
@@ -487,6 +488,8 @@ fn main() -> ExitCode {
                 npu::inspect_operators(&file, format, &graph.settings(), &platform)
             } else if input::FileKind::of(&file) == input::FileKind::Tflite {
                 tflite::inspect(&file, format, &graph.settings())
+            } else if input::is_operations_csv(&file) {
+                inspect::inspect_csv(&file, format, &graph.settings())
             } else {
                 commands::inspect(&file, format, &graph.settings())
             }

@@ -1864,3 +1864,15 @@ fn c_headers_compile() {
         }
     }
 }
+
+#[test]
+fn inspect_memops_golden() {
+    let out = memplan(&["inspect", "examples/memops.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_memops_table.txt", &stdout(&out));
+    let out = memplan(&["inspect", "examples/memops.csv", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["totals"]["max_live_bytes"], 1_605_632);
+    assert_eq!(value["totals"]["largest_tensor"], "conv1");
+}

@@ -161,21 +161,14 @@ pub fn read_ops(text: &str, source: &str) -> Result<Vec<MemOp>, CsvError> {
             ));
         }
     }
-    for (c, name) in NAMES.iter().enumerate().take(3) {
-        if columns[c].is_none() && *name != "size" {
-            return Err(error(
-                header_line,
-                None,
-                format!("missing column '{name}'; the header needs op, tensor and size (alignment is optional)"),
-            ));
-        }
-    }
-    if columns[2].is_none() {
+    if let Some(name) = NAMES[..3].iter().zip(&columns).find(|(_, c)| c.is_none()) {
         return Err(error(
             header_line,
             None,
-            "missing column 'size'; the header needs op, tensor and size (alignment is optional)"
-                .into(),
+            format!(
+                "missing column '{}'; the header needs op, tensor and size (alignment is optional)",
+                name.0
+            ),
         ));
     }
     let mut ops = Vec::new();
