@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use memplan::io::{csv, json};
+use memplan::io::{c_header, csv, json};
+use memplan::plan::tensors;
 use memplan::planner::search::{self, Rules, Search};
-use memplan::planner::{self, best_of, Metric, Planner, Strip, StripOutcome};
+use memplan::planner::{self, best_of, Planner, Strip, StripOutcome};
 use memplan::render::{ascii, svg, Scene};
 use memplan::{bound, checker, Plan, Problem};
 use serde_json::json;
@@ -95,27 +96,8 @@ pub struct PlanExtras<'a> {
     pub npu: &'a crate::npu::NpuArgs,
     /// `--write-offline-plan`: where to write a `.tflite` with the plan embedded.
     pub write_offline_plan: Option<&'a Path>,
-}
-
-/// strip with the options given, or `None` for another planner (which takes none).
-fn strip_options(planner: &dyn Planner, extras: &PlanExtras<'_>) -> Result<Option<Strip>> {
-    if planner.name() != Strip::DEFAULT.name() {
-        if extras.metric.is_some() || extras.max_iters.is_some() {
-            bail!(
-                "--metric and --max-iters apply to --planner strip only, not to '{}'",
-                planner.name()
-            );
-        }
-        return Ok(None);
-    }
-    let mut strip = Strip::DEFAULT;
-    if let Some(text) = extras.metric {
-        strip.metric = text.parse::<Metric>()?;
-    }
-    if let Some(n) = extras.max_iters {
-        strip.max_iters = n;
-    }
-    Ok(Some(strip))
+    /// `--base`: the pool's base address; outputs then report addresses.
+    pub base: Option<u64>,
 }
 
 fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -> Result<Outcome> {
@@ -173,7 +155,7 @@ pub fn plan(
     let npu_args = &spec.npu_args(extras.npu);
     let planner = spec.planner(settings);
     check_fragmented(planner, settings)?;
-    let strip = strip_options(planner, extras)?;
+    let strip = spec.strip(extras.metric, extras.max_iters)?;
     let loaded = input::read_input(file, settings)?;
     if extras.write_offline_plan.is_some() && loaded.tflite.is_none() {
         bail!(
@@ -282,9 +264,36 @@ pub fn plan(
     {
         crate::tflite::write_offline_plan(input, tflm, file, out)?;
     }
+    // Every tensor's place (methods.md §1, Deployment); npu re-analysed the graph.
+    let slots = match npu.as_ref().and_then(|p| p.graph.as_ref()) {
+        Some(part) => part.analysis.tensor_slots(&part.graph),
+        None => loaded.tensors.clone(),
+    };
+    let base = extras.base.unwrap_or(0);
+    tensors::pool_end(base, arena).with_context(|| format!("--base {base:#x}"))?;
+    let tensor_addresses = tensors::addresses(&problem, &outcome.plan, &slots, base)
+        .with_context(|| format!("--base {base:#x}"))?;
     let text = match format {
         Format::Json => {
             let mut extra = serde_json::Map::new();
+            if let Some(base) = extras.base {
+                extra.insert("base_address".into(), json!(base));
+            }
+            extra.insert(
+                "tensors".into(),
+                tensor_addresses
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "name": t.name,
+                            "block": problem.buffer(t.block).name,
+                            "size": t.size,
+                            "offset": t.offset,
+                            "address": t.address,
+                        })
+                    })
+                    .collect(),
+            );
             extra.insert(
                 "ratio".into(),
                 json!(arena as f64 / lower_bound.max(1) as f64),
@@ -305,7 +314,10 @@ pub fn plan(
                 );
             }
             if let Some((options, strip)) = &outcome.strip {
-                extra.insert("metric".into(), json!(options.metric.to_string()));
+                extra.insert("metric".into(), json!(strip.variant.metric.to_string()));
+                extra.insert("order".into(), json!(strip.variant.direction.name()));
+                extra.insert("placement".into(), json!(strip.variant.placement.name()));
+                extra.insert("variants_run".into(), json!(strip.variants_run));
                 extra.insert("max_iters".into(), json!(options.max_iters));
                 extra.insert("iterations".into(), json!(strip.iterations));
                 extra.insert("stop".into(), json!(strip.stop.name()));
@@ -351,7 +363,30 @@ pub fn plan(
         Format::Csv if outcome.plan.is_fragmented() => bail!(
             "a solution CSV has one offset per buffer and cannot carry the extents of a fragmented plan; use --format json"
         ),
+        Format::Csv if extras.base.is_some() => bail!(
+            "a solution CSV holds offsets from the arena's start, which `memplan check` reads back; for addresses use --format json or --format c with --base"
+        ),
         Format::Csv => csv::write_solution(&problem, &outcome.plan),
+        Format::C if outcome.plan.is_fragmented() => bail!(
+            "a C header gives one offset per tensor and cannot carry the pieces of a fragmented plan; use --format json"
+        ),
+        Format::C => {
+            let title = format!("{}, planner {}", file.display(), planner.name());
+            let guard = file
+                .file_name()
+                .map_or_else(|| "plan".into(), |n| n.to_string_lossy().into_owned());
+            c_header::write_c_header(
+                &problem,
+                &tensor_addresses,
+                &c_header::HeaderInfo {
+                    title: &title,
+                    guard: &guard,
+                    arena_bytes: arena,
+                    alignment: problem_alignment(&problem, alignment),
+                    base: extras.base,
+                },
+            )
+        }
         Format::Table => {
             let mut graph = loaded
                 .graph
@@ -390,7 +425,25 @@ pub fn plan(
                     graph.push(("offline plan written", out.display().to_string()));
                 }
             }
-            plan_table(file, &problem, planner, &outcome, arena, lower_bound, graph)
+            if let Some(base) = extras.base {
+                graph.push(("base address", format!("{base:#x}")));
+                graph.push((
+                    "pool addresses",
+                    format!("{base:#x} .. {:#x}", base + arena),
+                ));
+            }
+            plan_table(
+                file,
+                &problem,
+                planner,
+                &outcome,
+                TableNumbers {
+                    arena,
+                    lower_bound,
+                    base: extras.base,
+                },
+                graph,
+            )
         }
         Format::Ascii => ascii::render(
             &Scene {
@@ -415,6 +468,16 @@ pub fn plan(
             .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The alignment every offset of `problem` honours: the largest of `--alignment` and every
+/// buffer's own (a multiple of each, since alignments here are what the buffers need).
+fn problem_alignment(problem: &Problem, alignment: u64) -> u64 {
+    problem
+        .buffers()
+        .iter()
+        .map(|b| b.alignment)
+        .fold(alignment, u64::max)
 }
 
 /// `--fragmented` applies to `exclusive` only: an error for any other planner.
@@ -457,15 +520,26 @@ fn picture_title(file: &Path, planner: &dyn Planner) -> String {
     format!("{} on {name}", planner.name())
 }
 
+/// The numbers of a plan table: arena, lower bound, and `--base` when given.
+struct TableNumbers {
+    arena: u64,
+    lower_bound: u64,
+    base: Option<u64>,
+}
+
 fn plan_table(
     file: &Path,
     problem: &Problem,
     planner: &dyn Planner,
     outcome: &Outcome,
-    arena: u64,
-    lower_bound: u64,
+    numbers: TableNumbers,
     graph: Vec<(&'static str, String)>,
 ) -> String {
+    let TableNumbers {
+        arena,
+        lower_bound,
+        base,
+    } = numbers;
     let planner_line = match outcome.chosen {
         Some(chosen) => format!("{} (kept {chosen})", planner.name()),
         None => planner.name().to_string(),
@@ -481,8 +555,15 @@ fn plan_table(
         ("time", millis(outcome.elapsed)),
     ]);
     if let Some((options, strip)) = &outcome.strip {
+        let portfolio = options.variants(problem.len()).len();
         rows.extend([
-            ("metric", options.metric.to_string()),
+            (
+                "variant",
+                format!(
+                    "{} (the best of {} variants run, of {})",
+                    strip.variant, strip.variants_run, portfolio
+                ),
+            ),
             ("first arena", bytes(strip.first_arena)),
             (
                 "iterations",
@@ -541,15 +622,24 @@ fn plan_table(
             .ids()
             .map(|id| {
                 let b = problem.buffer(id);
-                vec![
+                let mut row = vec![
                     b.name.clone(),
                     b.size.to_string(),
                     b.lifetime.to_string(),
                     placement(&outcome.plan, id, b.size),
-                ]
+                ];
+                if let Some(base) = base {
+                    // `memplan plan` checked that base + arena fits in 64 bits.
+                    row.push(format!("{:#x}", base + outcome.plan.offset(id)));
+                }
+                row
             })
             .collect();
-        out.push_str(&columns(&["buffer", "size", "lifetime", "offset"], &rows));
+        let mut header = vec!["buffer", "size", "lifetime", "offset"];
+        if base.is_some() {
+            header.push("address");
+        }
+        out.push_str(&columns(&header, &rows));
     } else {
         out.push_str(&format!(
             "({} buffers: use --format csv or --format json for every offset)\n",
@@ -937,6 +1027,7 @@ pub fn bench(
         for spec in &specs {
             let settings = spec.settings(settings);
             let planner = spec.planner(&settings);
+            let strip = spec.strip(None, None)?;
             // `npu` plans its own problem with the method's groups.
             let npu = if planner.name() == planner::Npu::default().name() {
                 let args = spec.npu_args(npu_args);
@@ -972,9 +1063,10 @@ pub fn bench(
                 let mut result = None;
                 for _ in 0..repeat {
                     let started = Instant::now();
-                    let r = match &npu {
-                        Some(prepared) => prepared.assign().map(|a| a.plan),
-                        None => planner.plan(problem),
+                    let r = match (&npu, &strip) {
+                        (Some(prepared), _) => prepared.assign().map(|a| a.plan),
+                        (None, Some(strip)) => strip.plan(problem),
+                        (None, None) => planner.plan(problem),
                     };
                     fastest = fastest.min(started.elapsed());
                     result = Some(r);

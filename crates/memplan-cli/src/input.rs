@@ -6,13 +6,16 @@
 //!   *.json ──► graph JSON ──┐
 //!   *.onnx ──► ONNX ────────┴─► Graph ──► analyse (order, alias, in-place) ──► Problem
 //!   *.tflite ► TFLite ──► TFLM's arena (16-byte sizes, scratch, RESHAPE/in-place) ──► Problem
-//!   other  ──► minimalloc CSV ────────────────────────────────────────────────► Problem
+//!   other  ──► CSV: header with `op` and `tensor` ► memory-operation sequence ─► Problem
+//!                   header with `op` (and `id`) ──► pool allocation trace ──────► Problem
+//!                   any other header ──► minimalloc CSV ─────────────────────────► Problem
 //! ```
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use memplan::io::{csv, json};
+use memplan::io::{csv, json, memops};
+use memplan::plan::tensors::TensorSlot;
 use memplan::planner::Planner;
 use memplan::{Plan, Problem};
 use memplan_graph::{Analysis, Graph, Options, Order, Rules};
@@ -38,6 +41,8 @@ pub struct Loaded {
     pub graph: Option<(Graph, Analysis)>,
     /// The model and its arena when the file was a `.tflite`.
     pub tflite: Option<TfliteInput>,
+    /// Where every tensor lives in the problem's buffers (one per buffer for CSV inputs).
+    pub tensors: Vec<TensorSlot>,
 }
 
 /// A `.tflite` model read for planning.
@@ -168,12 +173,57 @@ pub fn analyse(path: &Path, graph: &Graph, settings: &GraphSettings) -> Result<A
         .with_context(|| format!("'{}'", path.display()))
 }
 
-/// Reads a problem: a minimalloc CSV directly, a graph through its analysis.
+/// The problem of a CSV: a memory-operation sequence (a header with `op` and `tensor`),
+/// a pool allocation trace (`op` and `id`: read by `memplan_pool`, every event in file
+/// order, ids named by their number), or a minimalloc CSV.
+fn read_csv_problem(path: &Path) -> Result<Problem> {
+    let text = read_text(path)?;
+    let source = path.display().to_string();
+    if !memops::looks_like_operations(&text) {
+        return Ok(csv::read_problem(&text, &source)?);
+    }
+    if memops::has_tensor_column(&text) {
+        return Ok(memops::read_problem(&text, &source)?);
+    }
+    let trace = memplan_pool::trace::Trace::from_csv(path, &text)?;
+    let ops: Vec<memops::MemOp> = trace
+        .events
+        .iter()
+        .enumerate()
+        .map(|(k, event)| memops::MemOp {
+            kind: match event.op {
+                memplan_pool::trace::Op::Alloc => memops::OpKind::Alloc,
+                memplan_pool::trace::Op::Free => memops::OpKind::Free,
+            },
+            tensor: event.id.to_string(),
+            size: Some(event.size),
+            alignment: Some(event.align),
+            // The trace keeps no line numbers: the event's place, past the header.
+            line: k + 2,
+        })
+        .collect();
+    Ok(memops::problem_from_ops(&ops, &source)?)
+}
+
+/// True when `path` is a CSV of memory operations or a pool trace (its header, within
+/// the first 64 KiB, has an `op` column); false for anything else, unreadable included
+/// (the reader that follows names the problem).
+pub fn is_operations_csv(path: &Path) -> bool {
+    use std::io::Read;
+    if FileKind::of(path) != FileKind::MinimallocCsv {
+        return false;
+    }
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
+    read.is_ok() && memops::looks_like_operations(&String::from_utf8_lossy(&head))
+}
+
+/// Reads a problem: a CSV directly, a graph through its analysis.
 pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     if FileKind::of(path) == FileKind::MinimallocCsv {
-        let text = read_text(path)?;
-        let problem = csv::read_problem(&text, &path.display().to_string())?;
+        let problem = read_csv_problem(path)?;
         return Ok(Loaded {
+            tensors: TensorSlot::one_per_buffer(&problem),
             problem,
             graph: None,
             tflite: None,
@@ -184,6 +234,7 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
         return Ok(Loaded {
             problem: tflite.arena.problem.clone(),
             graph: None,
+            tensors: tflite.arena.tensor_slots(&tflite.model),
             tflite: Some(tflite),
         });
     }
@@ -191,6 +242,7 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     let analysis = analyse(path, &graph, settings)?;
     Ok(Loaded {
         problem: analysis.problem.clone(),
+        tensors: analysis.tensor_slots(&graph),
         graph: Some((graph, analysis)),
         tflite: None,
     })

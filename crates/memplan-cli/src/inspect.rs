@@ -317,3 +317,97 @@ pub fn inspect_exclusive(
     emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// `memplan inspect` of a memory-operation sequence or a pool trace: one row per
+/// buffer (its tensor), name, bytes, lifetime and alignment, and the totals (buffers,
+/// bytes, max-live bound, largest). A minimalloc CSV stays "not a graph".
+pub fn inspect_csv(
+    file: &Path,
+    format: InspectFormat,
+    settings: &GraphSettings,
+) -> Result<ExitCode> {
+    let loaded = input::read_input(file, settings)?;
+    let problem = &loaded.problem;
+    let max_live = memplan::bound::max_live(problem);
+    let total: u128 = problem.buffers().iter().map(|b| u128::from(b.size)).sum();
+    let largest = problem
+        .buffers()
+        .iter()
+        .min_by_key(|b| std::cmp::Reverse(b.size));
+    let text = match format {
+        InspectFormat::Csv => {
+            let mut out = String::from("name,bytes,start,end,alignment\n");
+            for b in problem.buffers() {
+                out.push_str(&format!(
+                    "{},{},{},{},{}\n",
+                    csv_field(&b.name),
+                    b.size,
+                    b.lifetime.start,
+                    b.lifetime.end,
+                    b.alignment
+                ));
+            }
+            out
+        }
+        InspectFormat::Json => {
+            let tensors: Vec<_> = problem
+                .buffers()
+                .iter()
+                .map(|b| {
+                    json!({
+                        "name": b.name,
+                        "bytes": b.size,
+                        "start": b.lifetime.start,
+                        "end": b.lifetime.end,
+                        "alignment": b.alignment,
+                    })
+                })
+                .collect();
+            let value = json!({
+                "file": file.display().to_string(),
+                "tensors": tensors,
+                "totals": {
+                    "buffers": problem.len(),
+                    "bytes": total.to_string(),
+                    "max_live_bytes": max_live,
+                    "largest_tensor": largest.map(|b| &b.name),
+                    "largest_tensor_bytes": largest.map(|b| b.size),
+                },
+            });
+            format!("{}\n", serde_json::to_string_pretty(&value)?)
+        }
+        InspectFormat::Table => {
+            let rows: Vec<Vec<String>> = problem
+                .buffers()
+                .iter()
+                .map(|b| {
+                    vec![
+                        b.name.clone(),
+                        b.size.to_string(),
+                        b.lifetime.to_string(),
+                        b.alignment.to_string(),
+                    ]
+                })
+                .collect();
+            let mut out = columns(&["tensor", "bytes", "lifetime", "alignment"], &rows);
+            out.push('\n');
+            out.push_str(&key_values(&[
+                ("file", file.display().to_string()),
+                ("buffers", problem.len().to_string()),
+                ("sum of sizes", format!("{total} B")),
+                (
+                    "max-live bound",
+                    max_live.map_or_else(|| "over 2^64".into(), bytes),
+                ),
+                (
+                    "largest",
+                    largest
+                        .map_or_else(|| "-".into(), |b| format!("{} ({})", b.name, bytes(b.size))),
+                ),
+            ]));
+            out
+        }
+    };
+    emit(&text, None)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -55,7 +55,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         svg: Option<PathBuf>,
         /// strip only: the preset metric of the first order, e.g. size, overlap,
-        /// size*length, length,size, size+overlap, size/length (default: size+overlap).
+        /// size*length, length,size, size+overlap, size/length (default: the portfolio's
+        /// metrics, best kept; see doc/strip.md). Order and placement rule: the spec
+        /// options strip:order=ascending, strip:placement=stacked.
         #[arg(long)]
         metric: Option<String>,
         /// strip only: the most peak-suppression adjustments (default: 8).
@@ -69,6 +71,10 @@ enum Command {
         /// `OfflineMemoryAllocation` metadata (replacing an existing one) to PATH.
         #[arg(long, value_name = "PATH")]
         write_offline_plan: Option<PathBuf>,
+        /// The pool's base address (decimal or 0x hex): the JSON, C and table outputs
+        /// report every tensor's address = base + offset; overflow is an error.
+        #[arg(long, value_name = "ADDR", value_parser = parse_address)]
+        base: Option<u64>,
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
@@ -101,7 +107,8 @@ enum Command {
     /// in-place partner) and totals (activation bytes, max-live bound, largest tensor,
     /// bytes saved by aliasing and in-place).
     Inspect {
-        /// The graph: graph JSON (`.json`) or ONNX (`.onnx`).
+        /// The graph: graph JSON (`.json`), ONNX (`.onnx`), TFLite, or a CSV of memory
+        /// operations or a pool trace (one row per tensor).
         file: PathBuf,
         /// Output format: a table with totals, a CSV of the arena tensors (its first seven
         /// columns are those of the reference `tensors.csv` files), or JSON with everything.
@@ -359,6 +366,16 @@ fn parse_millis(text: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_address(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse::<u64>(),
+    };
+    parsed.map_err(|_| {
+        format!("'{text}' is not an address: give a decimal number or 0x followed by hex digits, below 2^64")
+    })
+}
+
 fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if (0.0..1e9).contains(&s) => Ok(s),
@@ -388,6 +405,9 @@ enum Format {
     Csv,
     /// A time × address map of the plan for terminals.
     Ascii,
+    /// A C header of every tensor's offset (and address with --base), the arena size and
+    /// the alignment, for device builds.
+    C,
 }
 
 /// How `check` and `bound` print their result.
@@ -431,6 +451,7 @@ fn main() -> ExitCode {
             search,
             npu,
             write_offline_plan,
+            base,
         } => commands::plan(
             &file,
             &planner,
@@ -445,6 +466,7 @@ fn main() -> ExitCode {
                 search: &search,
                 npu: &npu,
                 write_offline_plan: write_offline_plan.as_deref(),
+                base,
             },
         ),
         Command::Check {
@@ -492,6 +514,8 @@ fn main() -> ExitCode {
                 npu::inspect_operators(&file, format, &graph.settings(), &platform)
             } else if input::FileKind::of(&file) == input::FileKind::Tflite {
                 tflite::inspect(&file, format, &graph.settings())
+            } else if input::is_operations_csv(&file) {
+                inspect::inspect_csv(&file, format, &graph.settings())
             } else {
                 commands::inspect(&file, format, &graph.settings())
             }

@@ -15,6 +15,10 @@
 //! | `exclusive` | `fragmented` | `--fragmented` |
 //! | `npu` | `match=size\|lifetime` | `--match` |
 //! | `npu` | `platform=FILE` | `--platform` |
+//! | `strip` | `metric=M` | `--metric` (a lexicographic `a,b` only in `--planner`: `,` separates `--planners`) |
+//! | `strip` | `order=descending\|ascending` | none (default: both, in the portfolio) |
+//! | `strip` | `placement=bottom\|stacked` | none (default: both, in the portfolio) |
+//! | `strip` | `max-iters=N` | `--max-iters` |
 //!
 //! An option of a spec overrides the flag for that spec only; a plain name takes the flags.
 //! Examples: `exclusive:rules=edges+outputs`, `exclusive:fragmented`, `npu:match=lifetime`,
@@ -24,7 +28,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::ValueEnum;
-use memplan::planner::{self, Planner};
+use memplan::planner::strip::{Direction, Placement};
+use memplan::planner::{self, Metric, Planner, Strip};
 use memplan_graph::Rules;
 
 use crate::input::GraphSettings;
@@ -46,6 +51,12 @@ pub struct PlannerSpec {
     match_rule: Option<MatchArg>,
     /// `npu`'s `platform=`.
     platform: Option<PathBuf>,
+    /// `strip`'s `metric=`, `order=`, `placement=` and `max-iters=` (unset: `None` and
+    /// [`Strip::DEFAULT_MAX_ITERS`]-less, see [`PlannerSpec::strip`]).
+    strip_metric: Option<Metric>,
+    strip_direction: Option<Direction>,
+    strip_placement: Option<Placement>,
+    strip_max_iters: Option<u32>,
 }
 
 /// The options each planner takes, for error messages.
@@ -54,6 +65,8 @@ fn options_of(name: &str) -> &'static str {
         "rules=LIST (edges+branches+outputs, or none) and fragmented"
     } else if name == planner::Npu::default().name() {
         "match=size|lifetime and platform=FILE"
+    } else if name == Strip::DEFAULT.name() {
+        "metric=M, order=descending|ascending, placement=bottom|stacked and max-iters=N"
     } else {
         "none"
     }
@@ -79,7 +92,12 @@ impl PlannerSpec {
             fragmented: false,
             match_rule: None,
             platform: None,
+            strip_metric: None,
+            strip_direction: None,
+            strip_placement: None,
+            strip_max_iters: None,
         };
+        let is_strip = spec.name == Strip::DEFAULT.name();
         let is_exclusive = spec.name == planner::Exclusive::DEFAULT.name();
         let is_npu = spec.name == planner::Npu::default().name();
         let mut seen: Vec<&str> = Vec::new();
@@ -141,6 +159,36 @@ impl PlannerSpec {
                 "platform" if is_npu => {
                     spec.platform = Some(PathBuf::from(needs_value(value)?));
                 }
+                "metric" if is_strip => {
+                    let value = needs_value(value)?;
+                    spec.strip_metric = Some(value.parse::<Metric>().map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'metric' of planner 'strip': {e}"
+                        )
+                    })?);
+                }
+                "order" if is_strip => {
+                    let value = needs_value(value)?;
+                    spec.strip_direction = Some(value.parse::<Direction>().map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'order' of planner 'strip': {e}"
+                        )
+                    })?);
+                }
+                "placement" if is_strip => {
+                    let value = needs_value(value)?;
+                    spec.strip_placement = Some(value.parse::<Placement>().map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'placement' of planner 'strip': {e}"
+                        )
+                    })?);
+                }
+                "max-iters" if is_strip => {
+                    let value = needs_value(value)?;
+                    spec.strip_max_iters = Some(value.parse::<u32>().map_err(|_| {
+                        anyhow::anyhow!("planner spec '{text}': option 'max-iters' of planner 'strip': '{value}' is not a whole number from 0 to {}", u32::MAX)
+                    })?);
+                }
                 _ => bail!(
                     "planner spec '{text}': planner '{}' has no option '{key}'; its options: {}",
                     spec.name,
@@ -168,6 +216,43 @@ impl PlannerSpec {
             fragmented: settings.fragmented || self.fragmented,
             ..settings.clone()
         }
+    }
+
+    /// For a `strip` spec, the strip to run: its options over the flags `--metric` and
+    /// `--max-iters` (`metric`, `max_iters`); an option set in both is an error. `None`
+    /// for another planner, which must not be given strip's flags.
+    pub fn strip(&self, metric: Option<&str>, max_iters: Option<u32>) -> Result<Option<Strip>> {
+        if self.name != Strip::DEFAULT.name() {
+            if metric.is_some() || max_iters.is_some() {
+                bail!(
+                    "--metric and --max-iters apply to --planner strip only, not to '{}'",
+                    self.name
+                );
+            }
+            return Ok(None);
+        }
+        let flag_metric = metric.map(str::parse::<Metric>).transpose()?;
+        if flag_metric.is_some() && self.strip_metric.is_some() {
+            bail!(
+                "planner spec '{}' sets the metric and so does --metric: give it once",
+                self.label
+            );
+        }
+        if max_iters.is_some() && self.strip_max_iters.is_some() {
+            bail!(
+                "planner spec '{}' sets max-iters and so does --max-iters: give it once",
+                self.label
+            );
+        }
+        Ok(Some(Strip {
+            metric: self.strip_metric.or(flag_metric),
+            direction: self.strip_direction,
+            placement: self.strip_placement,
+            max_iters: self
+                .strip_max_iters
+                .or(max_iters)
+                .unwrap_or(Strip::DEFAULT_MAX_ITERS),
+        }))
     }
 
     /// The npu flags of this spec: `args` with the spec's npu options.
@@ -254,6 +339,35 @@ mod tests {
         assert!(e.contains("unknown planner") && e.contains("'+'"), "{e}");
         let e = error("nonesuch:x");
         assert!(e.contains("unknown planner 'nonesuch'"), "{e}");
+        let e = error("strip:order=sideways");
+        assert!(e.contains("'order'") && e.contains("'sideways'"), "{e}");
+        let e = error("strip:placement=top");
+        assert!(e.contains("'placement'") && e.contains("stacked"), "{e}");
+        let e = error("strip:metric=area");
+        assert!(e.contains("'metric'") && e.contains("'area'"), "{e}");
+        let e = error("strip:max-iters=-1");
+        assert!(e.contains("'max-iters'"), "{e}");
+        let e = error("strip:colour=red");
+        assert!(e.contains("placement=bottom|stacked"), "{e}");
+    }
+
+    #[test]
+    fn strip_options_fix_their_choice_and_leave_the_rest_to_the_portfolio() {
+        let spec = PlannerSpec::parse("strip:order=ascending:placement=stacked").unwrap();
+        let strip = spec.strip(Some("size"), None).unwrap().unwrap();
+        assert_eq!(strip.direction, Some(Direction::Ascending));
+        assert_eq!(strip.placement, Some(Placement::Stacked));
+        assert_eq!(strip.metric, Some("size".parse().unwrap()));
+        assert_eq!(strip.max_iters, Strip::DEFAULT_MAX_ITERS);
+        let plain = PlannerSpec::parse("strip").unwrap();
+        assert_eq!(plain.strip(None, None).unwrap(), Some(Strip::DEFAULT));
+        let spec = PlannerSpec::parse("strip:metric=size:max-iters=3").unwrap();
+        assert!(spec.strip(Some("length"), None).is_err());
+        assert!(spec.strip(None, Some(2)).is_err());
+        assert_eq!(spec.strip(None, None).unwrap().unwrap().max_iters, 3);
+        let naive = PlannerSpec::parse("naive").unwrap();
+        assert!(naive.strip(Some("size"), None).is_err());
+        assert_eq!(naive.strip(None, None).unwrap(), None);
     }
 
     proptest! {

@@ -566,7 +566,11 @@ fn plan_strip_table_golden_shows_iterations_and_stop() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    for needle in ["metric       size", "iterations", "stopped by"] {
+    for needle in [
+        "variant      size descending bottom",
+        "iterations",
+        "stopped by",
+    ] {
         assert!(text.contains(needle), "lacks {needle:?}: {text}");
     }
     golden("plan_mobilenet_strip_table.txt", &text);
@@ -585,6 +589,9 @@ fn plan_strip_json_has_the_tuning_fields() {
     assert!(out.status.success(), "{}", stderr(&out));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(value["metric"], "size+overlap");
+    assert_eq!(value["order"], "descending");
+    assert_eq!(value["placement"], "bottom");
+    assert_eq!(value["variants_run"], 1);
     assert_eq!(value["stop"], "bound");
     assert_eq!(value["iterations"], 0);
     assert!(value["max_iters"].is_u64() && value["first_arena_bytes"].is_u64());
@@ -1731,4 +1738,250 @@ fn data_dependent_sizes_are_marked_as_upper_bounds() {
     assert_eq!(again["tensors"], json["tensors"]);
     let out = memplan(&["inspect", file, "--max-dim", "x"]);
     assert!(!out.status.success());
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory-operation sequences, tensor addresses, --base, C headers.
+
+#[test]
+fn plan_memops_json_golden_lists_tensor_addresses_and_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    let out = memplan(&[
+        "plan",
+        "examples/memops.csv",
+        "--planner",
+        "strip:order=ascending:placement=stacked",
+        "--format",
+        "json",
+        "--base",
+        "0x20000000",
+        "-o",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&path).unwrap();
+    golden("plan_memops_strip_json.txt", &text);
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["base_address"], 0x2000_0000u64);
+    assert_eq!(value["order"], "ascending");
+    assert_eq!(value["placement"], "stacked");
+    let buffers = value["buffers"].as_array().unwrap();
+    let tensors = value["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), buffers.len());
+    for (t, b) in tensors.iter().zip(buffers) {
+        assert_eq!(t["name"], b["id"]);
+        let offset = b["offset"].as_u64().unwrap();
+        assert_eq!(t["offset"].as_u64(), Some(offset));
+        assert_eq!(t["address"].as_u64(), Some(0x2000_0000 + offset));
+    }
+    // The existing reader and checker take the plan as before.
+    let out = memplan(&["check", "examples/memops.csv", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn exclusive_plans_give_every_tensor_its_block_and_address() {
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "exclusive",
+        "--format",
+        "json",
+        "--base",
+        "4096",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let offset_of = |block: &str| {
+        value["buffers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["id"] == block)
+            .and_then(|b| b["offset"].as_u64())
+            .unwrap()
+    };
+    let tensors = value["tensors"].as_array().unwrap();
+    assert!(tensors.len() > value["buffers"].as_array().unwrap().len());
+    for t in tensors {
+        let offset = offset_of(t["block"].as_str().unwrap());
+        assert_eq!(t["offset"].as_u64(), Some(offset), "{t}");
+        assert_eq!(t["address"].as_u64(), Some(4096 + offset), "{t}");
+    }
+}
+
+#[test]
+fn pool_traces_plan_like_other_inputs() {
+    for command in [
+        vec!["plan", "examples/pool_trace.csv", "--planner", "strip"],
+        vec!["bound", "examples/pool_trace.csv"],
+        vec![
+            "bench",
+            "examples/pool_trace.csv",
+            "--planners",
+            "strip,best-of",
+        ],
+    ] {
+        let out = memplan(&command);
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn bad_memory_operations_name_file_line_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (
+            "op,tensor,size\nalloc,a,4\nfree,b,\n",
+            ":3: column 'tensor': free of 'b', which was never allocated",
+        ),
+        (
+            "op,tensor,size\nalloc,a,4\nalloc,a,4\n",
+            ":3: column 'tensor': 'a' is allocated again",
+        ),
+        (
+            "op,tensor,size\nalloc,a,four\n",
+            ":2: column 'size': 'four' is not a number",
+        ),
+    ] {
+        let path = dir.path().join("ops.csv");
+        std::fs::write(&path, text).unwrap();
+        for command in ["plan", "bound"] {
+            let out = memplan(&[command, path.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(2));
+            let err = stderr(&out);
+            assert!(err.contains("ops.csv") && err.contains(want), "{err}");
+        }
+    }
+}
+
+#[test]
+fn base_addresses_are_checked() {
+    let out = memplan(&["plan", "examples/small.csv", "--base", "0xffffffffffffff00"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("exceeds 2^64"), "{}", stderr(&out));
+    let out = memplan(&["plan", "examples/small.csv", "--base", "12x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not an address"), "{}", stderr(&out));
+    let out = memplan(&["plan", "examples/small.csv", "--base", "16", "-f", "csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--base",
+        "0x100",
+        "-p",
+        "strip",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("0x100"), "{}", stdout(&out));
+}
+
+#[test]
+fn c_header_golden_for_hostile_names() {
+    let out = memplan(&[
+        "plan",
+        "crates/memplan-cli/tests/data/hostile_names.csv",
+        "--planner",
+        "naive",
+        "--format",
+        "c",
+        "--base",
+        "0x8000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("plan_hostile_names_c.txt", &stdout(&out));
+}
+
+/// Generated headers compile as C99 and C11 under -Wall -Wextra -Werror, included twice
+/// (the guard), with every macro used.
+#[test]
+fn c_headers_compile() {
+    let Some(cc) = ["cc", "gcc", "clang"].into_iter().find(|cc| {
+        Command::new(cc)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        eprintln!("skipping: no C compiler (cc, gcc or clang) found on PATH");
+        return;
+    };
+    let mut inputs = vec![
+        (
+            "crates/memplan-cli/tests/data/hostile_names.csv",
+            "naive",
+            Some("0x8000"),
+        ),
+        ("examples/small_cnn.json", "exclusive", None),
+        ("examples/memops.csv", "strip", Some("4096")),
+    ];
+    let zoo = root().join("../shared/models/mobilenet_v2.onnx");
+    let zoo_text = zoo.display().to_string();
+    if zoo.is_file() {
+        inputs.push((zoo_text.as_str(), "best-of", Some("0x20000000")));
+    } else {
+        eprintln!(
+            "note: {} not found; the zoo model is not compiled",
+            zoo.display()
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (k, (file, planner, base)) in inputs.into_iter().enumerate() {
+        let header = dir.path().join(format!("plan{k}.h"));
+        let mut args = vec!["plan", file, "--planner", planner, "--format", "c", "-o"];
+        let header_text = header.to_str().unwrap().to_string();
+        args.push(&header_text);
+        if let Some(base) = base {
+            args.extend(["--base", base]);
+        }
+        let out = memplan(&args);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&header).unwrap();
+        let uses: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("#define "))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|name| !name.ends_with("_H"))
+            .map(|name| format!("(unsigned long long)({name})"))
+            .collect();
+        assert!(uses.len() >= 4, "{text}");
+        let unit = dir.path().join(format!("use{k}.c"));
+        std::fs::write(
+            &unit,
+            format!(
+                "#include \"plan{k}.h\"\n#include \"plan{k}.h\"\nunsigned long long sum{k}(void);\nunsigned long long sum{k}(void) {{ return {}; }}\n",
+                uses.join(" + ")
+            ),
+        )
+        .unwrap();
+        for std in ["-std=c99", "-std=c11"] {
+            let out = Command::new(cc)
+                .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-c"])
+                .arg(&unit)
+                .arg("-o")
+                .arg(dir.path().join(format!("use{k}.o")))
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{file} ({std}): {}\n{text}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn inspect_memops_golden() {
+    let out = memplan(&["inspect", "examples/memops.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("inspect_memops_table.txt", &stdout(&out));
+    let out = memplan(&["inspect", "examples/memops.csv", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["totals"]["max_live_bytes"], 1_605_632);
+    assert_eq!(value["totals"]["largest_tensor"], "conv1");
 }

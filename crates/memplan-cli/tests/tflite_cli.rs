@@ -454,3 +454,27 @@ fn a_model_without_buffers_inspects_and_plans() {
     let verdict = ok(&["check", out.to_str().unwrap()]);
     assert!(verdict.contains("valid"), "{verdict}");
 }
+
+/// A `.tflite` plan lists every tensor of the arena (shared ones in their owner's block)
+/// at its block's offset plus `--base`, within the block.
+#[test]
+fn tflite_plans_give_every_tensor_an_address() {
+    for name in fixtures() {
+        let out = memplan(&["plan", &name, "--format", "json", "--base", "0x1000"]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let buffers = value["buffers"].as_array().unwrap();
+        let tensors = value["tensors"].as_array().unwrap();
+        assert!(!tensors.is_empty(), "{name}");
+        for t in tensors {
+            let block = buffers
+                .iter()
+                .find(|b| b["id"] == t["block"])
+                .unwrap_or_else(|| panic!("{name}: {t} names no block"));
+            let offset = block["offset"].as_u64().unwrap();
+            assert_eq!(t["offset"].as_u64(), Some(offset), "{name}: {t}");
+            assert_eq!(t["address"].as_u64(), Some(0x1000 + offset), "{name}: {t}");
+            assert!(t["size"].as_u64() <= block["size"].as_u64(), "{name}: {t}");
+        }
+    }
+}

@@ -265,6 +265,29 @@ pub struct Analysis {
     pub stats: Stats,
 }
 
+impl Analysis {
+    /// Where every arena tensor of `graph` lives (methods.md §1, Deployment): for each
+    /// buffer, in buffer order, the values it stores (root first), each at offset 0 of the
+    /// buffer (a view or an in-place result shares its input's first byte). The blocks of
+    /// the `exclusive` problem are these buffers too ([`crate::exclusive_problem`]), so the
+    /// slots hold for its plans as well.
+    pub fn tensor_slots(&self, graph: &Graph) -> Vec<memplan::plan::tensors::TensorSlot> {
+        let mut slots = Vec::new();
+        for (i, values) in self.buffer_values.iter().enumerate() {
+            for &v in values {
+                let value = graph.value(v);
+                slots.push(memplan::plan::tensors::TensorSlot {
+                    name: value.name.clone(),
+                    block: BufferId(i as u32),
+                    offset_in_block: 0,
+                    size: value.bytes,
+                });
+            }
+        }
+        slots
+    }
+}
+
 /// Why a graph cannot be analysed.
 ///
 /// Only order errors occur for graphs built through [`Graph`]'s methods; the other two

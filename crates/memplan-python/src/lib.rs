@@ -466,10 +466,11 @@ fn plan(
         .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))?;
     let strip = Strip {
         metric: match metric {
-            Some(m) => m.parse::<planner::Metric>().map_err(input_error)?,
+            Some(m) => Some(m.parse::<planner::Metric>().map_err(input_error)?),
             None => Strip::DEFAULT.metric,
         },
         max_iters: max_iters.unwrap_or(Strip::DEFAULT.max_iters),
+        ..Strip::DEFAULT
     };
     let cancel = AtomicBool::new(false);
     let started = Instant::now();

@@ -83,6 +83,37 @@ pub struct Arena {
     pub offline: Option<Vec<i32>>,
 }
 
+impl Arena {
+    /// Where every arena tensor of `model` lives (methods.md §1, Deployment): for each
+    /// buffer that holds tensors, in buffer order, its tensors (the owner first), each at
+    /// offset 0 (shared tensors start at the same byte). Scratch buffers hold no tensor.
+    /// A tensor of another subgraph is named `subgraph S: NAME` for `S >= 1`.
+    pub fn tensor_slots(&self, model: &Model) -> Vec<memplan::plan::tensors::TensorSlot> {
+        let mut slots = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let Entry::Tensors(tensors) = entry else {
+                continue;
+            };
+            for &(s, t) in tensors {
+                let tensor = &model.subgraphs[s].tensors[t];
+                let name = if s == 0 {
+                    tensor.name.clone()
+                } else {
+                    format!("subgraph {s}: {}", tensor.name)
+                };
+                let block = memplan::BufferId(i as u32);
+                slots.push(memplan::plan::tensors::TensorSlot {
+                    name,
+                    block,
+                    offset_in_block: 0,
+                    size: tensor.bytes.min(self.problem.buffer(block).size),
+                });
+            }
+        }
+        slots
+    }
+}
+
 /// An inclusive TFLM lifetime in allocation scopes; `-1` is "never reached".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scopes {

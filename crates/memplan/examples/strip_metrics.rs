@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use memplan::planner::strip::{Metric, Strip};
+use memplan::planner::strip::{Direction, Metric, Placement, Strip};
 use memplan::{bound, checker, io::csv, Problem};
 
 fn main() {
@@ -51,7 +51,12 @@ fn main() {
     }
     let mut rows = Vec::new();
     for metric in metrics {
-        let strip = Strip { metric, max_iters };
+        let strip = Strip {
+            metric: Some(metric),
+            direction: Some(Direction::Descending),
+            placement: Some(Placement::Bottom),
+            max_iters,
+        };
         let (mut log_sum, mut worst, mut optimal, mut iterations) = (0f64, 0f64, 0, 0u64);
         let started = Instant::now();
         for (path, problem, lower) in &problems {

@@ -1,6 +1,8 @@
 //! A plan: one offset per buffer of a [`Problem`], and for a fragmented plan the pieces
 //! (extents) each buffer's bytes are spread over.
 
+pub mod tensors;
+
 use std::borrow::Cow;
 
 use crate::problem::{BufferId, Problem};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use memplan::checker::{check, check_naive};
 use memplan::planner::lns::{improve, Limits};
-use memplan::planner::strip::{Metric, Stop, Strip};
+use memplan::planner::strip::{Direction, Metric, Placement, Stop, Strip, Variant};
 use memplan::planner::{self, best_of, search, BestOf, PlanError, Planner, Search};
 use memplan::render::{self, Scene};
 use memplan::{bound, Buffer, BufferId, Lifetime, Plan, Problem};
@@ -824,9 +824,12 @@ proptest! {
     fn strip_keeps_its_promises_under_every_metric(
         problem in problems(),
         metric in prop::sample::select(Metric::presets()),
+        direction in prop::sample::select(Direction::ALL.to_vec()),
+        placement in prop::sample::select(Placement::ALL.to_vec()),
         max_iters in 0u32..5,
     ) {
-        let strip = Strip { metric, max_iters };
+        let variant = Variant { metric, direction, placement };
+        let strip = Strip::only(variant, max_iters);
         let outcome = checked_strip(strip, &problem);
         prop_assert_eq!(strip.run(&problem).unwrap(), outcome.clone());
         // Both pictures of any plan render without panicking, whole.
@@ -837,7 +840,91 @@ proptest! {
         prop_assert!(!svg.contains("t<&>"));
         let text = render::ascii::render(&scene, bound::max_live(&problem));
         prop_assert_eq!(text.lines().filter(|l| l.contains(" |")).count(), render::ascii::ROWS);
+        prop_assert_eq!(outcome.variant, variant);
+        prop_assert_eq!(outcome.variants_run, 1);
     }
+
+    /// The portfolio keeps the smallest arena of its variants, the earliest on a tie, and
+    /// stops at the first variant that reaches the threshold.
+    #[test]
+    fn strip_portfolio_is_the_best_of_its_variants(problem in problems(), max_iters in 0u32..3) {
+        let portfolio = Strip { max_iters, ..Strip::DEFAULT };
+        let outcome = checked_strip(portfolio, &problem);
+        let variants = portfolio.variants(problem.len());
+        prop_assert_eq!(variants.len(), 16);
+        let arenas: Vec<u64> = variants
+            .iter()
+            .map(|&v| checked_strip(Strip::only(v, max_iters), &problem).plan.arena_bytes.unwrap())
+            .collect();
+        let threshold = bound::max_live(&problem).unwrap();
+        let run = arenas.iter().position(|&a| a <= threshold).map_or(arenas.len(), |k| k + 1);
+        prop_assert_eq!(outcome.variants_run as usize, run);
+        let best = *arenas[..run].iter().min().unwrap();
+        let first = arenas.iter().position(|&a| a == best).unwrap();
+        prop_assert_eq!(outcome.plan.arena_bytes, Some(best));
+        prop_assert_eq!(outcome.variant, variants[first]);
+    }
+}
+
+/// Stacked placement puts a rectangle on top of the one placed last among those live
+/// with it, even where bottom-aligned would find a lower gap; and it moves higher when a
+/// rectangle placed earlier is in the way.
+#[test]
+fn strip_stacked_placement_stacks_on_the_nearest_in_order() {
+    // Size order (descending): a (8, [0,4)), b (4, [2,6)), c (2, [5,8)), d (1, [0,8)).
+    let problem = Problem::from_buffers(vec![
+        Buffer::new("a", 8, 0, 4),
+        Buffer::new("b", 4, 2, 6),
+        Buffer::new("c", 2, 5, 8),
+        Buffer::new("d", 1, 0, 8),
+    ])
+    .unwrap();
+    let variant = |placement| Variant {
+        metric: "size".parse().unwrap(),
+        direction: Direction::Descending,
+        placement,
+    };
+    let bottom = checked_strip(Strip::only(variant(Placement::Bottom), 0), &problem);
+    // Bottom-aligned: a 0, b 8 (live with a), c 0 (a is dead by 5), d 12.
+    assert_eq!(bottom.plan.offsets, vec![0, 8, 0, 12]);
+    let stacked = checked_strip(Strip::only(variant(Placement::Stacked), 0), &problem);
+    // Stacked: a 0; b on a: 8; c on b (the last placed live with it): 12; d's nearest
+    // in order is c (top 14), and nothing is in the way above it: 14.
+    assert_eq!(stacked.plan.offsets, vec![0, 8, 12, 14]);
+
+    // e is live with a and f; f was placed last but lies below a's top: e on f's top (2)
+    // would overlap a, so it goes to the lowest fitting offset above 2: a's top, 8.
+    let problem = Problem::from_buffers(vec![
+        Buffer::new("a", 8, 0, 10),
+        Buffer::new("f", 2, 10, 20),
+        Buffer::new("e", 1, 5, 15),
+    ])
+    .unwrap();
+    let order = Variant {
+        metric: "size".parse().unwrap(),
+        direction: Direction::Descending,
+        placement: Placement::Stacked,
+    };
+    let outcome = checked_strip(Strip::only(order, 0), &problem);
+    // a 0; f: nothing placed overlaps it (a's [0,10) ends where f starts): 0.
+    assert_eq!(outcome.plan.offsets, vec![0, 0, 8]);
+}
+
+/// Ascending orders place the smallest keys first.
+#[test]
+fn strip_ascending_places_small_keys_first() {
+    let problem = Problem::from_buffers(vec![
+        Buffer::new("big", 8, 0, 4),
+        Buffer::new("small", 2, 0, 4),
+    ])
+    .unwrap();
+    let variant = Variant {
+        metric: "size".parse().unwrap(),
+        direction: Direction::Ascending,
+        placement: Placement::Bottom,
+    };
+    let outcome = checked_strip(Strip::only(variant, 0), &problem);
+    assert_eq!(outcome.plan.offsets, vec![2, 0]);
 }
 
 /// The tensors of the real models in `../shared/models` (`name,dtype,shape,bytes,start,

@@ -600,8 +600,39 @@ impl<'a> Records<'a> {
     }
 }
 
+/// The records of `text` (after the dialect of this module: quotes, blank lines skipped,
+/// a BOM, CRLF) as `(line, cells)`, for other CSV readers of the crate.
+pub(crate) fn cells<'a>(
+    text: &'a str,
+    source: &'a str,
+) -> impl Iterator<Item = Result<(usize, Vec<String>), CsvError>> + 'a {
+    let mut records = Records::new(text, source);
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        match records.next_record() {
+            Ok(Some(record)) => {
+                let cells = record.cells.into_iter().map(|c| c.text.into_owned());
+                Some(Ok((record.line, cells.collect())))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                failed = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
+/// A decimal `u64` cell, or what is wrong with it (for a message).
+pub(crate) fn parse_number(text: &str) -> Result<u64, String> {
+    parse_u64(text).map_err(|e| e.message(text))
+}
+
 /// Text for a message: control characters (line breaks in quoted ids, say) escaped.
-fn printable(text: &str) -> Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     if text.chars().any(char::is_control) {
         let mut escaped = String::with_capacity(text.len() + 8);
         for c in text.chars() {

@@ -93,6 +93,12 @@ pub(crate) enum Fit {
     /// The gap that leaves the least room above the aligned buffer, ties to the lowest
     /// offset (TFLite's arena planner, XLA's heap simulator).
     Best,
+    /// *Stacked* (methods.md §5): the lowest offset that holds it at or above the top of
+    /// the *nearest-in-order* placed buffer, the one placed last among those overlapping it
+    /// in time (0 when none does). "At or above" rather than "at": a buffer placed earlier
+    /// may sit there, and the plan must stay valid. Needs an engine made by
+    /// [`Engine::stacking`]; elsewhere it reads as [`Fit::First`].
+    Stacked,
 }
 
 /// One placed segment's address range, `(offset, offset + size)`.
@@ -134,6 +140,84 @@ pub(crate) struct Engine<'p> {
     merged_runs: Vec<usize>,
     /// While a trial is open ([`Engine::begin_trial`]), how to undo every placement since.
     journal: Option<Journal>,
+    /// For [`Fit::Stacked`]: which buffer was placed last over each time leaf.
+    recency: Option<Recency>,
+}
+
+/// The most recently placed buffer over every range of time leaves: a segment tree over
+/// the engine's leaves whose updates and queries are ranges `[l, r)` of leaves. A placed
+/// segment covers the leaves of the starts inside it; two segments overlap in time exactly
+/// when their leaf ranges share a leaf (each holds its own start). Values are placement
+/// sequence numbers plus one (0: nothing), which only grow, so `max` is "latest".
+/// `O(log² T)` per update and query.
+struct Recency {
+    /// `tag[node]`: the latest update covering all of the node's leaves.
+    tag: Vec<u32>,
+    /// `sub[node]`: the latest update touching some leaf below the node.
+    sub: Vec<u32>,
+    /// `sequence[k]`: the buffer placed `k`-th.
+    sequence: Vec<u32>,
+}
+
+impl Recency {
+    fn new(leaves: usize) -> Recency {
+        Recency {
+            tag: vec![0; 2 * leaves],
+            sub: vec![0; 2 * leaves],
+            sequence: Vec::new(),
+        }
+    }
+
+    /// The canonical nodes covering leaves `[l, r)` of a tree with `n` leaves.
+    fn canonical(n: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
+        let (mut l, mut r) = (l + n, r + n);
+        while l < r {
+            if l & 1 == 1 {
+                f(l);
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                f(r);
+            }
+            l >>= 1;
+            r >>= 1;
+        }
+    }
+
+    /// Records `value` over leaves `[l, r)`, calling `edit(is_tag, node, old)` before
+    /// each change.
+    fn update(&mut self, l: usize, r: usize, value: u32, mut edit: impl FnMut(bool, u32, u32)) {
+        let n = self.tag.len() / 2;
+        let (tag, sub) = (&mut self.tag, &mut self.sub);
+        Recency::canonical(n, l, r, |node| {
+            if tag[node] < value {
+                edit(true, node as u32, tag[node]);
+                tag[node] = value;
+            }
+            let mut p = node;
+            while p >= 1 && sub[p] < value {
+                edit(false, p as u32, sub[p]);
+                sub[p] = value;
+                p >>= 1;
+            }
+        });
+    }
+
+    /// The latest value over any leaf of `[l, r)`.
+    fn query(&self, l: usize, r: usize) -> u32 {
+        let n = self.tag.len() / 2;
+        let mut best = 0;
+        Recency::canonical(n, l, r, |node| {
+            best = best.max(self.sub[node]);
+            let mut p = node >> 1;
+            while p >= 1 {
+                best = best.max(self.tag[p]);
+                p >>= 1;
+            }
+        });
+        best
+    }
 }
 
 /// The undo log of a trial: enough to restore every node list and placed flag.
@@ -145,6 +229,8 @@ struct Journal {
     edits: Vec<Edit>,
     /// The ranges that edits merged away: `edit.removed` indexes into this.
     removed: Vec<Range>,
+    /// [`Recency`] edits: (tag list?, node, old value).
+    recency: Vec<(bool, u32, u32)>,
 }
 
 /// One [`insert_union`] on one node list, as its inverse needs it.
@@ -235,6 +321,36 @@ impl<'p> Engine<'p> {
             merged: Vec::new(),
             merged_runs: Vec::new(),
             journal: None,
+            recency: None,
+        }
+    }
+
+    /// An empty arena that can also place with [`Fit::Stacked`] (it keeps track of the
+    /// order of placement over time, at `O(log² T)` per placement).
+    pub(crate) fn stacking(problem: &'p Problem) -> Engine<'p> {
+        let mut engine = Engine::new(problem);
+        engine.recency = Some(Recency::new(engine.leaves));
+        engine
+    }
+
+    /// [`Fit::Stacked`]'s floor: the top of the buffer placed last among the placed ones
+    /// overlapping `buffer` in time, or 0.
+    fn stacked_floor(&self, buffer: usize) -> u64 {
+        let Some(recency) = &self.recency else {
+            return 0;
+        };
+        let mut latest = 0;
+        for index in self.segments_of(buffer) {
+            let s = self.segments[index];
+            latest = latest.max(recency.query(s.start_leaf as usize, s.end_bound as usize));
+        }
+        match latest {
+            0 => 0,
+            k => {
+                let j = recency.sequence[k as usize - 1] as usize;
+                // `place` was given an offset whose top fits in a u64.
+                self.offsets[j] + self.problem.buffers()[j].size
+            }
         }
     }
 
@@ -337,10 +453,14 @@ impl<'p> Engine<'p> {
         if self.problem.buffers()[buffer].size == 0 {
             return Ok(0);
         }
+        let floor = match fit {
+            Fit::Stacked => self.stacked_floor(buffer),
+            _ => 0,
+        };
         self.gather(buffer);
         self.merge_runs();
         let b = &self.problem.buffers()[buffer];
-        scan(&self.scratch, b.size, b.alignment, fit)
+        scan_from(&self.scratch, floor, b.size, b.alignment, fit)
     }
 
     /// Records `buffer` at `offset`. The caller guarantees `offset + size` fits in a `u64`.
@@ -356,6 +476,24 @@ impl<'p> Engine<'p> {
         if size == 0 {
             // It occupies nothing: no node list gets a range.
             return;
+        }
+        if let Some(recency) = &mut self.recency {
+            recency.sequence.push(buffer as u32);
+            let value = recency.sequence.len() as u32;
+            let mut edits = self.journal.as_mut().map(|j| &mut j.recency);
+            for index in self.segment_first[buffer]..self.segment_first[buffer + 1] {
+                let s = self.segments[index as usize];
+                recency.update(
+                    s.start_leaf as usize,
+                    s.end_bound as usize,
+                    value,
+                    |is_tag, node, old| {
+                        if let Some(edits) = edits.as_mut() {
+                            edits.push((is_tag, node, old));
+                        }
+                    },
+                );
+            }
         }
         let n = self.leaves;
         for index in self.segments_of(buffer) {
@@ -435,6 +573,23 @@ impl<'p> Engine<'p> {
                     journal.removed[edit.removed.clone()].iter().copied(),
                 );
             }
+        }
+        if let Some(recency) = &mut self.recency {
+            for &(is_tag, node, old) in journal.recency.iter().rev() {
+                let list = if is_tag {
+                    &mut recency.tag
+                } else {
+                    &mut recency.sub
+                };
+                list[node as usize] = old;
+            }
+            let sized = journal
+                .placed
+                .iter()
+                .filter(|&&b| self.problem.buffers()[b as usize].size > 0)
+                .count();
+            let kept = recency.sequence.len() - sized;
+            recency.sequence.truncate(kept);
         }
         for &buffer in &journal.placed {
             self.placed[buffer as usize] = false;
@@ -548,7 +703,18 @@ pub(crate) fn scan(
     alignment: u64,
     fit: Fit,
 ) -> Result<u64, PlanError> {
-    let mut cursor = 0u64;
+    scan_from(ranges, 0, size, alignment, fit)
+}
+
+/// [`scan`] among the offsets `>= floor` only ([`Fit::Stacked`] scans first-fit).
+fn scan_from(
+    ranges: &[Range],
+    floor: u64,
+    size: u64,
+    alignment: u64,
+    fit: Fit,
+) -> Result<u64, PlanError> {
+    let mut cursor = floor;
     // (room left above the buffer, offset) of the best gap so far.
     let mut best: Option<(u64, u64)> = None;
     for &(lo, hi) in ranges {
@@ -557,7 +723,7 @@ pub(crate) fn scan(
                 if let Some(end) = candidate.checked_add(size) {
                     if end <= lo {
                         match fit {
-                            Fit::First => return Ok(candidate),
+                            Fit::First | Fit::Stacked => return Ok(candidate),
                             Fit::Best => {
                                 let room = lo - end;
                                 if room == 0 {
@@ -593,7 +759,10 @@ pub(crate) fn plan_in_order(
     order: impl IntoIterator<Item = u32>,
     fit: Fit,
 ) -> Result<Plan, PlanError> {
-    let mut engine = Engine::new(problem);
+    let mut engine = match fit {
+        Fit::Stacked => Engine::stacking(problem),
+        _ => Engine::new(problem),
+    };
     engine.place_fixed()?;
     for id in order {
         let id = id as usize;

@@ -13,10 +13,13 @@
 //!    └──────────────┴────────────────┴──▶ time
 //! ```
 //!
-//! 1. Order the buffers by a preset [`Metric`], largest first.
-//! 2. Place them in that order, each *bottom-aligned*: at the lowest offset where it
-//!    shares no byte with a placed buffer it must not share bytes with (the shared
-//!    `placement` engine with first-fit). Fixed buffers are placed first.
+//! 1. Order the buffers by a preset [`Metric`], larger keys first or ([`Direction`])
+//!    smaller keys first.
+//! 2. Place them in that order under a [`Placement`] rule: *bottom-aligned*, at the lowest
+//!    offset where it shares no byte with a placed buffer it must not share bytes with
+//!    (the shared `placement` engine with first-fit); or *stacked*, the same at or above
+//!    the top of the nearest-in-order placed buffer overlapping it in time. Fixed buffers
+//!    are placed first.
 //! 3. While the arena exceeds the threshold `T` (the max-live bound), adjust the order and
 //!    place again, until a *goal* is met ([`Stop`]): the arena is `<= T`; the adjusted
 //!    order is one already placed; or `max_iters` adjustments were made.
@@ -39,6 +42,13 @@
 //! The best plan seen is kept (ties: the earliest), so the result is never worse than the
 //! first placement. Everything is deterministic.
 //!
+//! A [`Variant`] is one choice of metric, direction and placement rule. An option left
+//! open (`None` in [`Strip`]) is a *portfolio*: every variant of [`Strip::variants`] is run
+//! in turn and the smallest arena kept (ties: the earliest variant); the portfolio stops at
+//! the first variant that reaches the threshold. A problem of `n` buffers gets at most
+//! `max(1, PORTFOLIO_BUDGET / n)` variants ([`Strip::PORTFOLIO_BUDGET`]), the first ones,
+//! so at scale the cost stays that of one run.
+//!
 //! Zero-size buffers would count in the orders (time overlap) and the clusters without
 //! occupying a byte: the problem is planned without them and each is put at its fixed
 //! offset or 0 afterwards, so the outcome is that of the problem without them.
@@ -54,7 +64,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
 use metric::Values;
-pub use metric::{Base, Combine, Metric, UnknownMetric};
+pub use metric::{Base, Combine, Direction, Metric, UnknownMetric};
 
 use super::placement::{plan_in_order, Engine, Fit};
 use super::zero_size::{zero_size_floor, Split};
@@ -110,6 +120,78 @@ pub struct StripOutcome {
     pub best_iteration: u32,
     /// Which goal stopped the tuning.
     pub stop: Stop,
+    /// The variant that produced the plan.
+    pub variant: Variant,
+    /// How many variants ran (1 without a portfolio).
+    pub variants_run: u32,
+}
+
+/// Where each rectangle goes (methods.md §5, step 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// At the lowest offset where it overlaps no placed rectangle it must not share bytes
+    /// with.
+    Bottom,
+    /// Its bottom at the top of the nearest-in-order rectangle (the one placed last) that
+    /// overlaps it in time, or, when a rectangle placed earlier is in the way there, at the
+    /// lowest offset above that top where it fits; at 0 when none overlaps it.
+    Stacked,
+}
+
+impl Placement {
+    /// Both rules, bottom-aligned first.
+    pub const ALL: [Placement; 2] = [Placement::Bottom, Placement::Stacked];
+
+    /// The name used in `--placement` and `strip:placement=`: `bottom` or `stacked`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Bottom => "bottom",
+            Placement::Stacked => "stacked",
+        }
+    }
+
+    fn fit(self) -> Fit {
+        match self {
+            Placement::Bottom => Fit::First,
+            Placement::Stacked => Fit::Stacked,
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+
+    /// `bottom` (or `bottom-aligned`) and `stacked`.
+    fn from_str(text: &str) -> Result<Placement, String> {
+        match text.trim() {
+            "bottom" | "bottom-aligned" => Ok(Placement::Bottom),
+            "stacked" => Ok(Placement::Stacked),
+            other => Err(format!(
+                "unknown placement rule '{other}': strip places 'bottom' (bottom-aligned, the lowest offset that fits) or 'stacked' (on top of the nearest-in-order rectangle live with it)"
+            )),
+        }
+    }
+}
+
+/// One choice of the method's presets: metric, direction, placement rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Variant {
+    pub metric: Metric,
+    pub direction: Direction,
+    pub placement: Placement,
+}
+
+impl std::fmt::Display for Variant {
+    /// `METRIC ORDER PLACEMENT`, e.g. `size+overlap descending bottom`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}",
+            self.metric,
+            self.direction.name(),
+            self.placement.name()
+        )
+    }
 }
 
 /// The orders a cluster's members are tried in, after their previous relative order.
@@ -121,27 +203,92 @@ pub const TUNING_ORDERS: [Metric; 4] = [
 ];
 
 /// `strip`: strip packing with peak suppression; see the module documentation.
+///
+/// Each of `metric`, `direction` and `placement` is one preset when `Some`, and the
+/// portfolio's candidates ([`Strip::PORTFOLIO_METRICS`], both directions, both rules) when
+/// `None`; [`Strip::variants`] lists the variants that a problem gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Strip {
-    /// The preset metric of the first order.
-    pub metric: Metric,
-    /// The most adjustments made after the first placement.
+    /// The preset metric of the first order; `None`: each of the portfolio's.
+    pub metric: Option<Metric>,
+    /// Larger or smaller keys first; `None`: both.
+    pub direction: Option<Direction>,
+    /// The placement rule; `None`: both.
+    pub placement: Option<Placement>,
+    /// The most adjustments made after the first placement (per variant).
     pub max_iters: u32,
 }
 
 impl Strip {
-    /// The default metric, chosen by measurement (doc/strip.md): `size+overlap`, the
-    /// normalised sum of size and time overlap.
+    /// The first metric of the portfolio, the one of its only variant from 32,001 buffers
+    /// ([`Strip::PORTFOLIO_BUDGET`]): `size+overlap`, the normalised sum of size and time
+    /// overlap (doc/strip.md).
     pub const DEFAULT_METRIC: Metric = Metric::pair(Combine::Sum, Base::Size, Base::Overlap);
+    /// The metrics of the portfolio, in the order they are tried (doc/strip.md has the
+    /// measurement behind the choice).
+    pub const PORTFOLIO_METRICS: [Metric; 4] = [
+        Strip::DEFAULT_METRIC,
+        Metric::pair(Combine::Sum, Base::Length, Base::Size),
+        Metric::single(Base::Size),
+        Metric::pair(Combine::Product, Base::Size, Base::Length),
+    ];
+    /// A problem of `n` buffers runs at most `max(1, PORTFOLIO_BUDGET / n)` variants: all
+    /// 16 up to 4,000 buffers, the first only from 32,001 (doc/strip.md).
+    pub const PORTFOLIO_BUDGET: usize = 64_000;
     /// The default limit on adjustments (doc/strip.md).
     pub const DEFAULT_MAX_ITERS: u32 = 8;
-    /// The planner with the default options.
+    /// The planner with the default options: the whole portfolio.
     pub const DEFAULT: Strip = Strip {
-        metric: Strip::DEFAULT_METRIC,
+        metric: None,
+        direction: None,
+        placement: None,
         max_iters: Strip::DEFAULT_MAX_ITERS,
     };
 
-    /// Plans and says how: iterations, the goal that stopped it, the threshold.
+    /// One variant, without a portfolio.
+    pub const fn only(variant: Variant, max_iters: u32) -> Strip {
+        Strip {
+            metric: Some(variant.metric),
+            direction: Some(variant.direction),
+            placement: Some(variant.placement),
+            max_iters,
+        }
+    }
+
+    /// The variants run on a problem of `buffers` buffers, in order: placement rules
+    /// outermost (bottom-aligned first), then metrics, then directions; only the first
+    /// `max(1, PORTFOLIO_BUDGET / buffers)` of them.
+    pub fn variants(&self, buffers: usize) -> Vec<Variant> {
+        let metrics: Vec<Metric> = match self.metric {
+            Some(m) => vec![m],
+            None => Strip::PORTFOLIO_METRICS.to_vec(),
+        };
+        let directions: Vec<Direction> = match self.direction {
+            Some(d) => vec![d],
+            None => Direction::ALL.to_vec(),
+        };
+        let placements: Vec<Placement> = match self.placement {
+            Some(p) => vec![p],
+            None => Placement::ALL.to_vec(),
+        };
+        let mut out = Vec::new();
+        for &placement in &placements {
+            for &metric in &metrics {
+                for &direction in &directions {
+                    out.push(Variant {
+                        metric,
+                        direction,
+                        placement,
+                    });
+                }
+            }
+        }
+        out.truncate((Strip::PORTFOLIO_BUDGET / buffers.max(1)).max(1));
+        out
+    }
+
+    /// Plans and says how: the variant kept, iterations, the goal that stopped it, the
+    /// threshold.
     pub fn run(&self, problem: &Problem) -> Result<StripOutcome, PlanError> {
         let Some(split) = Split::of(problem) else {
             return self.run_sized(problem);
@@ -158,15 +305,48 @@ impl Strip {
         })
     }
 
-    /// [`Strip::run`] on a problem without zero-size buffers.
+    /// [`Strip::run`] on a problem without zero-size buffers: every variant until one
+    /// reaches the threshold; the smallest arena wins (ties: the earliest variant).
     fn run_sized(&self, problem: &Problem) -> Result<StripOutcome, PlanError> {
         let threshold = max_live(problem).unwrap_or(u64::MAX);
         let values = Values::new(problem, &Base::ALL);
+        let mut best: Option<StripOutcome> = None;
+        let mut runs = 0;
+        for variant in self.variants(problem.len()) {
+            let outcome = self.run_variant(problem, &values, threshold, variant)?;
+            runs += 1;
+            let reached = arena(&outcome.plan) <= threshold;
+            if best
+                .as_ref()
+                .map_or(true, |b| arena(&outcome.plan) < arena(&b.plan))
+            {
+                best = Some(outcome);
+            }
+            if reached {
+                break;
+            }
+        }
+        let mut best = best.expect("a strip has at least one variant");
+        best.variants_run = runs;
+        Ok(best)
+    }
+
+    /// One variant: order, place, tune (see the module documentation).
+    fn run_variant(
+        &self,
+        problem: &Problem,
+        values: &Values,
+        threshold: u64,
+        variant: Variant,
+    ) -> Result<StripOutcome, PlanError> {
         let free: Vec<u32> = (0..problem.len() as u32)
             .filter(|&i| problem.buffers()[i as usize].fixed_offset.is_none())
             .collect();
-        let mut order = self.metric.order_subset(problem, &values, free);
-        let mut plan = plan_in_order(problem, order.iter().copied(), Fit::First)?;
+        let fit = variant.placement.fit();
+        let mut order = variant
+            .metric
+            .order_subset(problem, values, free, variant.direction);
+        let mut plan = plan_in_order(problem, order.iter().copied(), fit)?;
         let first_arena = arena(&plan);
         let mut seen = vec![(fingerprint(&order), order.clone())];
         let (mut best, mut best_iteration) = (plan.clone(), 0);
@@ -178,7 +358,7 @@ impl Strip {
             if iterations >= self.max_iters {
                 break Stop::Limit;
             }
-            let (next_order, next_plan) = suppress(problem, &values, &order, &plan, threshold)?;
+            let (next_order, next_plan) = suppress(problem, values, &order, &plan, threshold, fit)?;
             iterations += 1;
             let print = fingerprint(&next_order);
             if seen.iter().any(|(p, o)| *p == print && *o == next_order) {
@@ -198,6 +378,8 @@ impl Strip {
             iterations,
             best_iteration,
             stop,
+            variant,
+            variants_run: 1,
         })
     }
 }
@@ -214,7 +396,7 @@ impl Planner for Strip {
     }
 
     fn description(&self) -> &'static str {
-        "strip packing: metric order, bottom-aligned, tuned by peak suppression until arena <= max-live"
+        "strip packing: metric order (a portfolio of metrics, directions, bottom-aligned or stacked), tuned by peak suppression until arena <= max-live"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
@@ -341,6 +523,7 @@ fn suppress(
     order: &[u32],
     plan: &Plan,
     threshold: u64,
+    fit: Fit,
 ) -> Result<(Vec<u32>, Plan), PlanError> {
     let risk = classify(problem, plan, threshold);
     let group = |r: Risk| -> Vec<u32> {
@@ -350,21 +533,24 @@ fn suppress(
             .filter(|&i| risk[i as usize] == r)
             .collect()
     };
-    let mut engine = Engine::new(problem);
+    let mut engine = match fit {
+        Fit::Stacked => Engine::stacking(problem),
+        _ => Engine::new(problem),
+    };
     engine.place_fixed()?;
     let mut next = Vec::with_capacity(order.len());
     for class in [Risk::High, Risk::Medium] {
         for cluster in clusters(problem, &group(class)) {
-            let chosen = tune_cluster(problem, values, &mut engine, cluster, threshold);
+            let chosen = tune_cluster(problem, values, &mut engine, cluster, threshold, fit);
             for &i in &chosen {
-                engine.place_with(i as usize, Fit::First)?;
+                engine.place_with(i as usize, fit)?;
             }
             next.extend(chosen);
         }
     }
     for class in [Risk::Low, Risk::None] {
         for i in group(class) {
-            engine.place_with(i as usize, Fit::First)?;
+            engine.place_with(i as usize, fit)?;
             next.push(i);
         }
     }
@@ -380,6 +566,7 @@ fn tune_cluster(
     engine: &mut Engine<'_>,
     cluster: Vec<u32>,
     threshold: u64,
+    fit: Fit,
 ) -> Vec<u32> {
     let mut tried: Vec<Vec<u32>> = Vec::new();
     let mut best: Option<(u64, usize)> = None;
@@ -387,7 +574,7 @@ fn tune_cluster(
     for metric in candidates {
         let candidate = match metric {
             None => cluster.clone(),
-            Some(m) => m.order_subset(problem, values, cluster.clone()),
+            Some(m) => m.order_subset(problem, values, cluster.clone(), Direction::Descending),
         };
         if tried.contains(&candidate) {
             continue;
@@ -395,7 +582,7 @@ fn tune_cluster(
         engine.begin_trial();
         let mut top = 0u64;
         for &i in &candidate {
-            match engine.place_with(i as usize, Fit::First) {
+            match engine.place_with(i as usize, fit) {
                 Ok(offset) => top = top.max(offset + problem.buffers()[i as usize].size),
                 Err(_) => {
                     top = u64::MAX;

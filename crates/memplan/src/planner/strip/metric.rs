@@ -16,8 +16,9 @@
 //! | `a*b[*c]` | product | `a · b · c` |
 //! | `a/b[/c]` | ratio | `a / b / c`, a zero divisor counting as 1 |
 //!
-//! Every order is descending in the key, ties broken by earlier lifetime start, then
-//! lower id, so it is deterministic. A sum normalises first because its bases have
+//! An order is descending (larger keys first) or, as [`Direction::Ascending`], ascending
+//! in the key; either way ties are broken by earlier lifetime start, then lower id, so it
+//! is deterministic. A sum normalises first because its bases have
 //! different units; product and ratio orders do not depend on units.
 
 use std::cmp::Reverse;
@@ -47,6 +48,44 @@ impl Base {
             Base::Length => "length",
             Base::Size => "size",
             Base::Overlap => "overlap",
+        }
+    }
+}
+
+/// Which keys of a [`Metric`] go first (methods.md §5, step 1, corrected: "descending or
+/// ascending").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Larger keys first (the method's first reading, and strip's first variant).
+    Descending,
+    /// Smaller keys first.
+    Ascending,
+}
+
+impl Direction {
+    /// Both directions, descending first.
+    pub const ALL: [Direction; 2] = [Direction::Descending, Direction::Ascending];
+
+    /// The name used in `--order` and `strip:order=`: `descending` or `ascending`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Descending => "descending",
+            Direction::Ascending => "ascending",
+        }
+    }
+}
+
+impl FromStr for Direction {
+    type Err = String;
+
+    /// `descending` (or `desc`) and `ascending` (or `asc`).
+    fn from_str(text: &str) -> Result<Direction, String> {
+        match text.trim() {
+            "descending" | "desc" => Ok(Direction::Descending),
+            "ascending" | "asc" => Ok(Direction::Ascending),
+            other => Err(format!(
+                "unknown order '{other}': strip orders its rectangles 'descending' (larger keys first) or 'ascending'"
+            )),
         }
     }
 }
@@ -152,31 +191,44 @@ impl Metric {
     /// The buffers without a fixed offset, largest key first (ties: earlier lifetime
     /// start, then lower id).
     pub fn order(&self, problem: &Problem) -> Vec<u32> {
+        self.order_in(problem, Direction::Descending)
+    }
+
+    /// The buffers without a fixed offset in `direction` of the key (ties, either way:
+    /// earlier lifetime start, then lower id).
+    pub fn order_in(&self, problem: &Problem, direction: Direction) -> Vec<u32> {
         let ids: Vec<u32> = (0..problem.len() as u32)
             .filter(|&i| problem.buffers()[i as usize].fixed_offset.is_none())
             .collect();
-        self.order_subset(problem, &Values::new(problem, self.bases()), ids)
+        self.order_subset(problem, &Values::new(problem, self.bases()), ids, direction)
     }
 
-    /// `ids` sorted by this metric as in [`Metric::order`], with `values` precomputed.
+    /// `ids` sorted by this metric as in [`Metric::order_in`], with `values` precomputed.
     pub(crate) fn order_subset(
         &self,
         problem: &Problem,
         values: &Values,
         mut ids: Vec<u32>,
+        direction: Direction,
     ) -> Vec<u32> {
+        let ascending = direction == Direction::Ascending;
         let buffers = problem.buffers();
         let start = |i: u32| buffers[i as usize].lifetime.start;
         let bases = self.bases();
         match self.combine {
             Combine::Lexicographic => {
-                ids.sort_unstable_by_key(|&i| {
+                let key = |i: u32| {
                     let mut key = [0u128; 3];
                     for (k, &base) in key.iter_mut().zip(bases) {
                         *k = values.get(base, i);
                     }
-                    (Reverse(key), start(i), i)
-                });
+                    key
+                };
+                if ascending {
+                    ids.sort_unstable_by_key(|&i| (key(i), start(i), i));
+                } else {
+                    ids.sort_unstable_by_key(|&i| (Reverse(key(i)), start(i), i));
+                }
             }
             combine => {
                 let score = |i: u32| -> f64 {
@@ -192,7 +244,12 @@ impl Metric {
                 let mut keyed: Vec<(f64, u64, u32)> =
                     ids.iter().map(|&i| (score(i), start(i), i)).collect();
                 keyed.sort_unstable_by(|x, y| {
-                    y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2))
+                    let key = if ascending {
+                        x.0.total_cmp(&y.0)
+                    } else {
+                        y.0.total_cmp(&x.0)
+                    };
+                    key.then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2))
                 });
                 ids = keyed.into_iter().map(|(_, _, i)| i).collect();
             }
@@ -394,5 +451,22 @@ mod tests {
         assert_eq!(order("size/length"), vec![1, 2, 0]);
         // Normalised: long 0.25 + 1, big 1 + 0.2, mid 0.5 + 0.5.
         assert_eq!(order("size+length"), vec![0, 1, 2]);
+        let up = |m: &str| {
+            m.parse::<Metric>()
+                .unwrap()
+                .order_in(&problem, Direction::Ascending)
+        };
+        assert_eq!(up("size"), vec![0, 2, 1]);
+        assert_eq!(up("length,size"), vec![1, 2, 0]);
+        // Ties keep their rule in both directions: areas 20, 16, 20.
+        assert_eq!(up("size*length"), vec![1, 0, 2]);
+        assert_eq!(up("size+length"), vec![2, 1, 0]);
+    }
+
+    #[test]
+    fn directions_parse() {
+        assert_eq!("ascending".parse(), Ok(Direction::Ascending));
+        assert_eq!("desc".parse(), Ok(Direction::Descending));
+        assert!("up".parse::<Direction>().unwrap_err().contains("'up'"));
     }
 }

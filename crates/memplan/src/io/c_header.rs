@@ -1,0 +1,194 @@
+//! A plan as a C header a device build can include: every tensor's offset (and address
+//! when the pool's base address is known), the arena size and the alignment.
+//!
+//! ```c
+//! /* memplan plan of model.onnx, planner best-of. Generated: do not edit. */
+//! #ifndef MEMPLAN_MODEL_H
+//! #define MEMPLAN_MODEL_H
+//! #include <stdint.h>
+//! #define MEMPLAN_ARENA_BYTES UINT64_C(14336)
+//! #define MEMPLAN_ALIGNMENT UINT64_C(16)
+//! #define MEMPLAN_BASE_ADDRESS UINT64_C(0x20000000)          (only with a base)
+//! #define MEMPLAN_TENSOR_COUNT 2
+//! /* "conv1/out" in block "conv1/out", 4096 bytes */
+//! #define MEMPLAN_OFFSET_conv1_out UINT64_C(0)
+//! #define MEMPLAN_SIZE_conv1_out UINT64_C(4096)
+//! #define MEMPLAN_ADDRESS_conv1_out UINT64_C(0x20000000)     (only with a base)
+//! #endif
+//! ```
+//!
+//! Only macros: a header of `static const` objects would warn (`-Wunused-const-variable`
+//! is part of `-Wall` for C) in every file that includes it and uses few of them. The
+//! output compiles with `-std=c99` and `-std=c11` under `-Wall -Wextra -Werror`.
+//!
+//! **Identifiers.** A tensor's identifier is its name with every character outside
+//! `[A-Za-z0-9_]` (unicode included) replaced by `_` (an empty name becomes `tensor`),
+//! after the fixed `MEMPLAN_OFFSET_` / `MEMPLAN_SIZE_` / `MEMPLAN_ADDRESS_` prefixes, so
+//! a leading digit or a C keyword in a name is harmless. Two names that sanitise alike
+//! are told apart in tensor order: the first keeps the identifier, a later one gets the
+//! first free `_2`, `_3`, … suffix. The original name is in the comment above, escaped:
+//! `\` and `"` as `\\` and `\"`, `*` and `?` (which could close the comment or form a
+//! trigraph) and every character outside printable ASCII as `\xNN` or `\u{XXXX}`.
+//! The include guard comes from the header's name the same way, upper-cased.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use crate::plan::tensors::TensorAddress;
+use crate::problem::Problem;
+
+/// What a header says besides the tensors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderInfo<'a> {
+    /// Names the header's origin in its first comment (escaped like tensor names).
+    pub title: &'a str,
+    /// The include guard is derived from it (e.g. the model's file stem).
+    pub guard: &'a str,
+    pub arena_bytes: u64,
+    pub alignment: u64,
+    /// The pool's base address, when given: the header then has addresses too.
+    pub base: Option<u64>,
+}
+
+/// The C header of `tensors` (the output of [`crate::plan::tensors::addresses`]) for
+/// `problem`'s blocks; see the module documentation.
+pub fn write_c_header(problem: &Problem, tensors: &[TensorAddress], info: &HeaderInfo) -> String {
+    let mut out = String::new();
+    let guard = format!("MEMPLAN_{}_H", identifier(info.guard).to_ascii_uppercase());
+    // `write!` to a String cannot fail.
+    let _ = writeln!(
+        out,
+        "/* memplan plan of {}. Generated: do not edit. */",
+        comment_text(info.title)
+    );
+    let _ = writeln!(
+        out,
+        "#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n"
+    );
+    let _ = writeln!(
+        out,
+        "#define MEMPLAN_ARENA_BYTES UINT64_C({})",
+        info.arena_bytes
+    );
+    let _ = writeln!(
+        out,
+        "#define MEMPLAN_ALIGNMENT UINT64_C({})",
+        info.alignment
+    );
+    if let Some(base) = info.base {
+        let _ = writeln!(out, "#define MEMPLAN_BASE_ADDRESS UINT64_C({base:#x})");
+    }
+    let _ = writeln!(out, "#define MEMPLAN_TENSOR_COUNT {}", tensors.len());
+    for (tensor, id) in tensors.iter().zip(identifiers(tensors)) {
+        let block = problem
+            .buffers()
+            .get(tensor.block.index())
+            .map_or("?", |b| b.name.as_str());
+        let _ = writeln!(
+            out,
+            "\n/* \"{}\" in block \"{}\", {} bytes */",
+            comment_text(&tensor.name),
+            comment_text(block),
+            tensor.size
+        );
+        let _ = writeln!(
+            out,
+            "#define MEMPLAN_OFFSET_{id} UINT64_C({})",
+            tensor.offset
+        );
+        let _ = writeln!(out, "#define MEMPLAN_SIZE_{id} UINT64_C({})", tensor.size);
+        if info.base.is_some() {
+            let _ = writeln!(
+                out,
+                "#define MEMPLAN_ADDRESS_{id} UINT64_C({:#x})",
+                tensor.address
+            );
+        }
+    }
+    let _ = writeln!(out, "\n#endif /* {guard} */");
+    out
+}
+
+/// The identifier of every tensor, in order, distinct (see the module documentation).
+pub fn identifiers(tensors: &[TensorAddress]) -> Vec<String> {
+    let mut used: HashSet<String> = HashSet::with_capacity(tensors.len());
+    tensors
+        .iter()
+        .map(|t| {
+            let base = identifier(&t.name);
+            let mut id = base.clone();
+            let mut k = 2u64;
+            while used.contains(&id) {
+                id = format!("{base}_{k}");
+                k += 1;
+            }
+            used.insert(id.clone());
+            id
+        })
+        .collect()
+}
+
+/// `name` with every character outside `[A-Za-z0-9_]` replaced by `_`; `tensor` for "".
+fn identifier(name: &str) -> String {
+    if name.is_empty() {
+        return "tensor".into();
+    }
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// `text` safe inside a `/* */` comment and readable; see the module documentation.
+fn comment_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '*' | '?' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            ' '..='~' => out.push(c),
+            c if (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::BufferId;
+
+    fn tensor(name: &str) -> TensorAddress {
+        TensorAddress {
+            name: name.into(),
+            block: BufferId(0),
+            offset: 0,
+            address: 0,
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn identifiers_are_c_and_distinct_in_order() {
+        let names = ["a-b", "a_b", "a b", "", "9x", "int", "é", "a_b_2"];
+        let tensors: Vec<TensorAddress> = names.iter().map(|n| tensor(n)).collect();
+        assert_eq!(
+            identifiers(&tensors),
+            vec!["a_b", "a_b_2", "a_b_3", "tensor", "9x", "int", "_", "a_b_2_2"]
+        );
+    }
+
+    #[test]
+    fn comments_cannot_be_closed_or_spliced() {
+        let text = comment_text("x*/y/*z\"q\\??/\n\u{e9}");
+        assert!(!text.contains("*/") && !text.contains("/*") && !text.contains('\n'));
+        assert_eq!(text, "x\\x2a/y/\\x2az\\\"q\\\\\\x3f\\x3f/\\x0a\\u{00e9}");
+    }
+}
