@@ -194,7 +194,7 @@ pub fn plan(
     let is_npu = planner.name() == planner::Npu::default().name();
     if !is_npu && npu_args.is_set() {
         bail!(
-            "--platform and --match apply to --planner npu only, not to '{}'",
+            "--platform, --match, --group1, --npu-layout and --slack apply to --planner npu only, not to '{}'",
             planner.name()
         );
     }

@@ -15,6 +15,9 @@
 //! | `exclusive` | `fragmented` | `--fragmented` |
 //! | `npu` | `match=size\|lifetime` | `--match` |
 //! | `npu` | `platform=FILE` | `--platform` |
+//! | `npu` | `group1=pooled\|reusable\|dedicated` | `--group1` |
+//! | `npu` | `layout=offsets\|end-to-end` | `--npu-layout` |
+//! | `npu` | `slack=PERCENT\|any` | `--slack` |
 //!
 //! An option of a spec overrides the flag for that spec only; a plain name takes the flags.
 //! Examples: `exclusive:rules=edges+outputs`, `exclusive:fragmented`, `npu:match=lifetime`,
@@ -28,7 +31,9 @@ use memplan::planner::{self, Planner};
 use memplan_graph::Rules;
 
 use crate::input::GraphSettings;
-use crate::npu::{MatchArg, NpuArgs};
+use crate::npu::{parse_group1, parse_slack, LayoutArg, MatchArg, NpuArgs};
+use memplan::planner::Slack;
+use memplan_graph::AcceleratorBuffers;
 
 /// A planner with the options of its spec.
 #[derive(Clone, Debug)]
@@ -46,6 +51,12 @@ pub struct PlannerSpec {
     match_rule: Option<MatchArg>,
     /// `npu`'s `platform=`.
     platform: Option<PathBuf>,
+    /// `npu`'s `group1=`.
+    group1: Option<AcceleratorBuffers>,
+    /// `npu`'s `layout=`.
+    layout: Option<LayoutArg>,
+    /// `npu`'s `slack=`.
+    slack: Option<Slack>,
 }
 
 /// The options each planner takes, for error messages.
@@ -53,7 +64,7 @@ fn options_of(name: &str) -> &'static str {
     if name == planner::Exclusive::DEFAULT.name() {
         "rules=LIST (edges+branches+outputs, or none) and fragmented"
     } else if name == planner::Npu::default().name() {
-        "match=size|lifetime and platform=FILE"
+        "match=size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any"
     } else {
         "none"
     }
@@ -79,6 +90,9 @@ impl PlannerSpec {
             fragmented: false,
             match_rule: None,
             platform: None,
+            group1: None,
+            layout: None,
+            slack: None,
         };
         let is_exclusive = spec.name == planner::Exclusive::DEFAULT.name();
         let is_npu = spec.name == planner::Npu::default().name();
@@ -141,6 +155,30 @@ impl PlannerSpec {
                 "platform" if is_npu => {
                     spec.platform = Some(PathBuf::from(needs_value(value)?));
                 }
+                "group1" if is_npu => {
+                    let value = needs_value(value)?;
+                    spec.group1 = Some(parse_group1(&value).map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'group1' of planner 'npu': {e}"
+                        )
+                    })?);
+                }
+                "slack" if is_npu => {
+                    let value = needs_value(value)?;
+                    spec.slack = Some(parse_slack(&value).map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'slack' of planner 'npu': {e}"
+                        )
+                    })?);
+                }
+                "layout" if is_npu => {
+                    let value = needs_value(value)?;
+                    spec.layout = Some(LayoutArg::from_str(&value, false).map_err(|_| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'layout' of planner 'npu': '{value}' is neither 'offsets' nor 'end-to-end'"
+                        )
+                    })?);
+                }
                 _ => bail!(
                     "planner spec '{text}': planner '{}' has no option '{key}'; its options: {}",
                     spec.name,
@@ -178,6 +216,15 @@ impl PlannerSpec {
         }
         if let Some(path) = &self.platform {
             args.platform.platform = Some(path.clone());
+        }
+        if let Some(group1) = self.group1 {
+            args.group1 = Some(group1);
+        }
+        if let Some(layout) = self.layout {
+            args.layout = layout;
+        }
+        if let Some(slack) = self.slack {
+            args.slack = Some(slack);
         }
         args
     }
