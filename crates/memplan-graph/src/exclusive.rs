@@ -17,8 +17,8 @@
 //!    across the operators between its producer and its last reader.
 //!
 //! ```text
-//!    1 ─► 2 ─┬─► 3 ─► 6 ─┬─► 7       3 and 4: no path either way  → rule 2
-//!            ├─► 4 ──────┘└─► 8      2 and 3: an edge             → rule 1
+//!    1 ─► 2 ─┬─► 3 ─► 6 ─┐           3 and 4: no path either way  → rule 2
+//!            ├─► 4 ──────┴─► 7 ─► 8  2 and 3: an edge             → rule 1
 //!            └─► 5                   5 (an output) and 6, 7, 8    → rule 3
 //! ```
 //!
@@ -31,13 +31,15 @@
 //!
 //! # What it buys and what it costs
 //!
-//! With rule 2 on, blocks of parallel branches never share memory, so the plan stays safe
-//! when a runtime executes branches concurrently, in any interleaving consistent with the
-//! edges; a lifetime-based plan is only safe for the one execution order it was made for.
-//! The price is memory: every pair of blocks on parallel branches is kept apart even when
-//! the chosen order runs them one after the other, so on branchy models the pool grows
-//! well above the max-live lower bound (see doc/exclusive.md for the measured table).
-//! With rule 2 off the relation is close to lifetime overlap (rule 4) plus direct edges.
+//! Rule 2 keeps blocks of parallel branches apart, which the method gives as its reason
+//! for running branches concurrently. It does **not** make a plan safe for concurrent
+//! execution (methods.md §1, corrected): a block read by one branch can still share bytes
+//! with a block that another operator produces while that read is pending (rule 4 only
+//! looks at the one execution order). An exclusive plan is valid for the execution order
+//! it was made for. The price of rule 2 is memory: every pair of blocks on parallel
+//! branches is kept apart even when the order runs them one after the other, so on branchy
+//! models the pool can grow above the max-live lower bound (see doc/exclusive.md). With
+//! rule 2 off the relation is close to lifetime overlap (rule 4) plus direct edges.
 
 use memplan::{BufferId, Lifetime, Problem, ProblemError};
 
