@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | `exclusive` | `rules=LIST` | `--exclusive-rules`, items `edges`, `branches`, `outputs` (or `none`) joined by `+` |
 //! | `exclusive` | `fragmented` | `--fragmented` |
+//! | `exclusive` | `orders=all\|one` | (none): `all` plans for every execution order the edges allow |
 //! | `npu` | `match=size\|lifetime` | `--match` |
 //! | `npu` | `platform=FILE` | `--platform` |
 //! | `npu` | `group1=pooled\|reusable\|dedicated` | `--group1` |
@@ -47,6 +48,8 @@ pub struct PlannerSpec {
     exclusive_rules: Option<Rules>,
     /// `exclusive`'s `fragmented`.
     fragmented: bool,
+    /// `exclusive`'s `orders=all`.
+    all_orders: bool,
     /// `npu`'s `match=`.
     match_rule: Option<MatchArg>,
     /// `npu`'s `platform=`.
@@ -62,7 +65,7 @@ pub struct PlannerSpec {
 /// The options each planner takes, for error messages.
 fn options_of(name: &str) -> &'static str {
     if name == planner::Exclusive::DEFAULT.name() {
-        "rules=LIST (edges+branches+outputs, or none) and fragmented"
+        "rules=LIST (edges+branches+outputs, or none), fragmented and orders=all|one"
     } else if name == planner::Npu::default().name() {
         "match=size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any"
     } else {
@@ -88,6 +91,7 @@ impl PlannerSpec {
             name: planner.name(),
             exclusive_rules: None,
             fragmented: false,
+            all_orders: false,
             match_rule: None,
             platform: None,
             group1: None,
@@ -142,6 +146,15 @@ impl PlannerSpec {
                         );
                     }
                     spec.fragmented = true;
+                }
+                "orders" if is_exclusive => {
+                    spec.all_orders = match needs_value(value)?.as_str() {
+                        "all" => true,
+                        "one" => false,
+                        other => bail!(
+                            "planner spec '{text}': option 'orders' of planner 'exclusive': '{other}' is neither 'all' (valid for every execution order) nor 'one'"
+                        ),
+                    };
                 }
                 "match" if is_npu => {
                     let value = needs_value(value)?;
@@ -204,6 +217,7 @@ impl PlannerSpec {
         GraphSettings {
             exclusive_rules: self.exclusive_rules.unwrap_or(settings.exclusive_rules),
             fragmented: settings.fragmented || self.fragmented,
+            all_orders: settings.all_orders || self.all_orders,
             ..settings.clone()
         }
     }

@@ -416,6 +416,79 @@ pub fn exclusive_problem(
     Problem::new(buffers, exclusive.pairs.iter().map(|&(a, b, _)| (a, b)))
 }
 
+/// The dataflow facts of `analysis` for the all-orders mode ([`memplan::orders`]): the
+/// operators' data and control edges, and per block its producers, its readers (the
+/// consumers of its values) and whether it holds a graph output.
+pub fn dataflow(graph: &Graph, analysis: &Analysis) -> memplan::orders::Dataflow {
+    let (successors, _) = adjacency(graph);
+    let producers = block_operators(graph, analysis)
+        .into_iter()
+        .map(|ops| ops.into_iter().map(|n| n.index()).collect())
+        .collect();
+    let outputs = graph.outputs();
+    let readers = analysis
+        .buffer_values
+        .iter()
+        .map(|values| {
+            let mut ops: Vec<usize> = values
+                .iter()
+                .flat_map(|&v| graph.value(v).consumers.iter().map(|&(n, _)| n.index()))
+                .collect();
+            ops.sort_unstable();
+            ops.dedup();
+            ops
+        })
+        .collect();
+    let kept = analysis
+        .buffer_values
+        .iter()
+        .map(|values| values.iter().any(|v| outputs.contains(v)))
+        .collect();
+    memplan::orders::Dataflow {
+        successors,
+        producers,
+        readers,
+        kept,
+    }
+}
+
+/// The problem of the `exclusive` planner's all-orders mode (`exclusive:orders=all`):
+/// like [`exclusive_problem`] (block `i` lives `[i, i + 1)`), with a conflict pair for
+/// every two blocks of which neither is provably dead before the other is produced in
+/// every topological order ([`memplan::orders::unordered_pairs`]). Any plan valid for it
+/// is valid for every execution order the edges allow; [`memplan::checker::check_all_orders`]
+/// verifies that property on a plan. Time O(m²) pair tests (m blocks) plus O(n²/64)
+/// reachability.
+pub fn all_orders_problem(graph: &Graph, analysis: &Analysis) -> Result<Problem, AllOrdersError> {
+    let flow = dataflow(graph, analysis);
+    let pairs = memplan::orders::unordered_pairs(&analysis.problem, &flow)?;
+    let buffers = analysis
+        .problem
+        .buffers()
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let mut b = b.clone();
+            b.lifetime = Lifetime {
+                start: i as u64,
+                end: i as u64 + 1,
+            };
+            b.gaps.clear();
+            b
+        })
+        .collect();
+    Ok(Problem::new(buffers, pairs)?)
+}
+
+/// Why the all-orders problem could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllOrdersError {
+    #[error(transparent)]
+    Dataflow(#[from] memplan::orders::DataflowError),
+    #[error(transparent)]
+    Problem(#[from] ProblemError),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
