@@ -388,17 +388,10 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
     Exclusivity { pairs }
 }
 
-/// The problem the `exclusive` planner plans for `analysis`: its buffers (names, sizes,
-/// alignments) with pairwise disjoint lifetimes (block `i` lives `[i, i + 1)`, no gaps)
-/// and one conflict pair per exclusive pair, so that "may share bytes" is exactly "not
-/// exclusive".
-pub fn exclusive_problem(
-    graph: &Graph,
-    analysis: &Analysis,
-    rules: Rules,
-) -> Result<Problem, ProblemError> {
-    let exclusive = exclusivity(graph, analysis, rules);
-    let buffers = analysis
+/// The buffers of `analysis` (names, sizes, alignments) with pairwise disjoint lifetimes:
+/// block `i` lives `[i, i + 1)`, no gaps, so that only conflict pairs keep blocks apart.
+fn encoded_buffers(analysis: &Analysis) -> Vec<memplan::Buffer> {
+    analysis
         .problem
         .buffers()
         .iter()
@@ -412,7 +405,20 @@ pub fn exclusive_problem(
             b.gaps.clear();
             b
         })
-        .collect();
+        .collect()
+}
+
+/// The problem the `exclusive` planner plans for `analysis`: its buffers (names, sizes,
+/// alignments) with pairwise disjoint lifetimes (block `i` lives `[i, i + 1)`, no gaps)
+/// and one conflict pair per exclusive pair, so that "may share bytes" is exactly "not
+/// exclusive".
+pub fn exclusive_problem(
+    graph: &Graph,
+    analysis: &Analysis,
+    rules: Rules,
+) -> Result<Problem, ProblemError> {
+    let exclusive = exclusivity(graph, analysis, rules);
+    let buffers = encoded_buffers(analysis);
     Problem::new(buffers, exclusive.pairs.iter().map(|&(a, b, _)| (a, b)))
 }
 
@@ -462,21 +468,7 @@ pub fn dataflow(graph: &Graph, analysis: &Analysis) -> memplan::orders::Dataflow
 pub fn all_orders_problem(graph: &Graph, analysis: &Analysis) -> Result<Problem, AllOrdersError> {
     let flow = dataflow(graph, analysis);
     let pairs = memplan::orders::unordered_pairs(&analysis.problem, &flow)?;
-    let buffers = analysis
-        .problem
-        .buffers()
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let mut b = b.clone();
-            b.lifetime = Lifetime {
-                start: i as u64,
-                end: i as u64 + 1,
-            };
-            b.gaps.clear();
-            b
-        })
-        .collect();
+    let buffers = encoded_buffers(analysis);
     Ok(Problem::new(buffers, pairs)?)
 }
 
