@@ -176,7 +176,7 @@ pub fn plan(
     let is_npu = planner.name() == planner::Npu::default().name();
     if !is_npu && npu_args.is_set() {
         bail!(
-            "--platform and --match apply to --planner npu only, not to '{}'",
+            "--platform, --match, --group1, --npu-layout and --slack apply to --planner npu only, not to '{}'",
             planner.name()
         );
     }
@@ -335,6 +335,10 @@ pub fn plan(
                     json!(settings.exclusive_rules.to_string()),
                 );
                 extra.insert("fragmented".into(), json!(settings.fragmented));
+                extra.insert(
+                    "exclusive_orders".into(),
+                    json!(if settings.all_orders { "all" } else { "one" }),
+                );
             }
             if let (Some(prepared), Some(assignment)) = (&npu, &npu_assignment) {
                 crate::npu::json_extras(prepared, assignment, &mut extra);
@@ -394,7 +398,14 @@ pub fn plan(
                 .map(|(g, a)| graph_rows(g, a, settings))
                 .unwrap_or_default();
             if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
-                graph.push(("exclusive rules", rules_with_live(settings.exclusive_rules)));
+                if settings.all_orders {
+                    graph.push((
+                        "exclusive rules",
+                        "all orders: blocks share only when one is dead before the other is produced in every execution order".to_string(),
+                    ));
+                } else {
+                    graph.push(("exclusive rules", rules_with_live(settings.exclusive_rules)));
+                }
                 if settings.fragmented {
                     let spread = problem
                         .ids()
@@ -719,6 +730,10 @@ pub fn check(
 ) -> Result<ExitCode> {
     let loaded = input::read_input(problem_path, settings)?;
     let summary = input::read_plan_summary(plan_path)?;
+    let all_orders = match &summary {
+        Some(summary) => input::exclusive_plan_all_orders(plan_path, summary)?,
+        None => false,
+    };
     let (exclusive_rules, npu_platform) = match &summary {
         Some(summary) => (
             input::exclusive_plan_rules(plan_path, summary)?,
@@ -736,6 +751,7 @@ pub fn check(
         (Some(rules), _) => {
             let settings = GraphSettings {
                 exclusive_rules: rules,
+                all_orders,
                 ..settings.clone()
             };
             Some(input::exclusive_problem(problem_path, &loaded, &settings)?)
@@ -766,9 +782,17 @@ pub fn check(
     });
     let mut violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
     if let (Some(rules), Some((graph, analysis))) = (exclusive_rules, &loaded.graph) {
-        let notes = exclusive_notes(graph, analysis, rules, &report.violations);
-        for (line, note) in violations.iter_mut().zip(notes) {
-            line.push_str(&note);
+        if all_orders {
+            // The property the plan claims: valid for every execution order.
+            let flow = memplan_graph::dataflow(graph, analysis);
+            let unordered = checker::check_all_orders(&loaded.problem, &plan, &flow)
+                .with_context(|| format!("'{}'", problem_path.display()))?;
+            violations.extend(unordered.iter().map(|u| format!("all orders: {u}")));
+        } else {
+            let notes = exclusive_notes(graph, analysis, rules, &report.violations);
+            for (line, note) in violations.iter_mut().zip(notes) {
+                line.push_str(&note);
+            }
         }
         // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too.
         let lifetimes = checker::check(&loaded.problem, &plan);

@@ -32,6 +32,9 @@ pub struct GraphSettings {
     pub exclusive_rules: Rules,
     /// `--fragmented`: `--planner exclusive` may spread a block over several pieces.
     pub fragmented: bool,
+    /// `exclusive:orders=all`: plan for every execution order the edges allow
+    /// ([`memplan_graph::all_orders_problem`]) instead of the exclusivity rules.
+    pub all_orders: bool,
 }
 
 /// What an input file gave: always a problem, and the graph with its analysis when the
@@ -249,7 +252,8 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
 }
 
 /// The problem the `exclusive` planner plans for a loaded graph (methods.md §1): its
-/// buffers kept apart by exclusivity alone ([`memplan_graph::exclusive_problem`]). A
+/// buffers kept apart by exclusivity alone ([`memplan_graph::exclusive_problem`]), or,
+/// with `all_orders`, by the all-orders rule ([`memplan_graph::all_orders_problem`]). A
 /// minimalloc CSV has no graph, hence no operators to be exclusive: an error says so.
 pub fn exclusive_problem(
     path: &Path,
@@ -262,8 +266,26 @@ pub fn exclusive_problem(
             path.display()
         );
     };
+    if settings.all_orders {
+        return memplan_graph::all_orders_problem(graph, analysis)
+            .with_context(|| format!("'{}'", path.display()));
+    }
     memplan_graph::exclusive_problem(graph, analysis, settings.exclusive_rules)
         .with_context(|| format!("'{}'", path.display()))
+}
+
+/// Whether an exclusive plan file was made for every execution order: its
+/// `exclusive_orders` is `"all"` (absent or `"one"`: the order it was made for).
+pub fn exclusive_plan_all_orders(path: &Path, summary: &json::PlanSummary) -> Result<bool> {
+    match summary.extra.get("exclusive_orders") {
+        None => Ok(false),
+        Some(serde_json::Value::String(s)) if s == "one" => Ok(false),
+        Some(serde_json::Value::String(s)) if s == "all" => Ok(true),
+        Some(other) => anyhow::bail!(
+            "'{}': \"exclusive_orders\" is {other}; it must be \"one\" or \"all\"",
+            path.display()
+        ),
+    }
 }
 
 /// The summary of a plan JSON (planner, alignment, the planner's own fields), or `None`

@@ -314,6 +314,7 @@ impl GraphArgs {
             },
             exclusive_rules: self.exclusive_rules,
             fragmented: self.fragmented,
+            all_orders: false,
         }
     }
 }

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use memplan::planner::npu::{assign, Assignment, Groups, Match};
+use memplan::planner::npu::{assign, Assignment, Groups, Layout, Match, Slack};
 use memplan::planner::PlanError;
 use memplan::{Plan, Problem};
-use memplan_graph::{Analysis, Graph, OperatorConfig, Platform};
+use memplan_graph::{AcceleratorBuffers, Analysis, Graph, OperatorConfig, Platform};
 use serde_json::json;
 
 use crate::commands::emit;
@@ -35,6 +35,52 @@ pub struct NpuArgs {
     /// or the closest usage period in time (grown when smaller).
     #[arg(long = "match", value_enum, default_value_t = MatchArg::Size)]
     pub match_rule: MatchArg,
+    /// npu: how the accelerated operators' tensors get memory, overriding the platform's
+    /// `accelerator_buffers`: pooled (first, through the buffer pool), reusable (a new
+    /// buffer each, later tensors may join it) or dedicated (a buffer each, never shared).
+    #[arg(long = "group1", value_name = "pooled|reusable|dedicated", value_parser = parse_group1)]
+    pub group1: Option<AcceleratorBuffers>,
+    /// npu: how the shared buffers get offsets: placed by an offset planner over their own
+    /// lifetimes, or end to end.
+    #[arg(long = "npu-layout", value_enum, default_value_t = LayoutArg::Offsets)]
+    pub layout: LayoutArg,
+    /// npu, size match: a pool buffer matches a tensor when it is larger by at most this
+    /// percentage (0: the same size), or `any` (the least difference, however large).
+    #[arg(long = "slack", value_name = "PERCENT|any", value_parser = parse_slack)]
+    pub slack: Option<Slack>,
+}
+
+/// `--slack` and the spec option `slack=`.
+pub fn parse_slack(text: &str) -> Result<Slack, String> {
+    Slack::parse(text).ok_or_else(|| {
+        format!("'{text}' is neither a percentage (0, 25, 25%) nor 'any' (how much larger a matching pool buffer may be)")
+    })
+}
+
+/// `--group1` and the spec option `group1=`.
+pub fn parse_group1(text: &str) -> Result<AcceleratorBuffers, String> {
+    AcceleratorBuffers::parse(text).ok_or_else(|| {
+        format!("'{text}' is none of pooled, reusable, dedicated (how group 1 gets memory)")
+    })
+}
+
+/// `--npu-layout` and the spec option `layout=`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// The shared buffers placed by an offset planner over their own lifetimes.
+    #[default]
+    Offsets,
+    /// The shared buffers end to end.
+    EndToEnd,
+}
+
+impl LayoutArg {
+    fn layout(self) -> Layout {
+        match self {
+            LayoutArg::Offsets => Layout::Offsets,
+            LayoutArg::EndToEnd => Layout::EndToEnd,
+        }
+    }
 }
 
 /// `--match`.
@@ -57,9 +103,14 @@ impl MatchArg {
 }
 
 impl NpuArgs {
-    /// True when `--platform` or a non-default `--match` was given.
+    /// True when `--platform`, `--group1`, `--slack` or a non-default `--match` or
+    /// `--npu-layout` was given.
     pub fn is_set(&self) -> bool {
-        self.platform.platform.is_some() || self.match_rule != MatchArg::Size
+        self.platform.platform.is_some()
+            || self.match_rule != MatchArg::Size
+            || self.group1.is_some()
+            || self.layout != LayoutArg::Offsets
+            || self.slack.is_some()
     }
 }
 
@@ -95,6 +146,9 @@ pub struct Prepared {
     pub problem: Problem,
     pub groups: Groups,
     pub rule: Match,
+    pub slack: Slack,
+    pub layout: Layout,
+    /// The platform, its `accelerator_buffers` replaced by `--group1` when given.
     pub platform: Platform,
     /// The platform file as given (`--platform`), or `None` for the built-in default.
     pub platform_file: Option<PathBuf>,
@@ -105,7 +159,13 @@ pub struct Prepared {
 impl Prepared {
     /// Runs the allocation.
     pub fn assign(&self) -> Result<Assignment, PlanError> {
-        assign(&self.problem, &self.groups, self.rule)
+        assign(
+            &self.problem,
+            &self.groups,
+            self.rule,
+            self.slack,
+            self.layout,
+        )
     }
 }
 
@@ -121,9 +181,14 @@ pub fn prepare(
     args: &NpuArgs,
     alignment: u64,
 ) -> Result<Prepared> {
-    let (platform, _) = args.platform.load()?;
+    let (mut platform, _) = args.platform.load()?;
+    if let Some(group1) = args.group1 {
+        platform.accelerator_buffers = group1;
+    }
     let platform_file = args.platform.platform.clone();
     let rule = args.match_rule.rule();
+    let layout = args.layout.layout();
+    let slack = args.slack.unwrap_or_default();
     let Some((graph, _)) = &loaded.graph else {
         let problem = loaded
             .problem
@@ -134,6 +199,8 @@ pub fn prepare(
             problem,
             groups,
             rule,
+            slack,
+            layout,
             platform,
             platform_file,
             graph: None,
@@ -147,6 +214,8 @@ pub fn prepare(
         problem: input.problem,
         groups: input.groups,
         rule,
+        slack,
+        layout,
         platform,
         platform_file,
         graph: Some(GraphPart {
@@ -212,6 +281,8 @@ pub fn json_extras(
         json!(prepared.platform.accelerator_buffers.name()),
     );
     extra.insert("match".into(), json!(prepared.rule.name()));
+    extra.insert("slack".into(), json!(prepared.slack.to_string()));
+    extra.insert("layout".into(), json!(prepared.layout.name()));
     extra.insert("pool_buffers".into(), json!(stats.buffers));
     extra.insert("dedicated_buffers".into(), json!(stats.dedicated_buffers));
     extra.insert("reused_bytes".into(), json!(stats.reused_bytes));
@@ -258,7 +329,14 @@ pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static
                 prepared.platform.accelerator_buffers.name()
             ),
         ),
-        ("match", prepared.rule.name().to_string()),
+        (
+            "match",
+            match prepared.rule {
+                Match::Size => format!("size, slack {}", prepared.slack),
+                Match::Lifetime => "lifetime".to_string(),
+            },
+        ),
+        ("layout", prepared.layout.name().to_string()),
     ];
     if let Some(part) = &prepared.graph {
         rows.push(("operators", group_counts(&part.configs)));

@@ -13,12 +13,16 @@
 //! |---|---|---|
 //! | `exclusive` | `rules=LIST` | `--exclusive-rules`, items `edges`, `branches`, `outputs` (or `none`) joined by `+` |
 //! | `exclusive` | `fragmented` | `--fragmented` |
+//! | `exclusive` | `orders=all\|one` | (none): `all` plans for every execution order the edges allow |
 //! | `npu` | `match=size\|lifetime` | `--match` |
 //! | `npu` | `platform=FILE` | `--platform` |
 //! | `strip` | `metric=M` | `--metric` (a lexicographic `a,b` only in `--planner`: `,` separates `--planners`) |
 //! | `strip` | `order=descending\|ascending` | none (default: both, in the portfolio) |
 //! | `strip` | `placement=bottom\|stacked` | none (default: both, in the portfolio) |
 //! | `strip` | `max-iters=N` | `--max-iters` |
+//! | `npu` | `group1=pooled\|reusable\|dedicated` | `--group1` |
+//! | `npu` | `layout=offsets\|end-to-end` | `--npu-layout` |
+//! | `npu` | `slack=PERCENT\|any` | `--slack` |
 //!
 //! An option of a spec overrides the flag for that spec only; a plain name takes the flags.
 //! Examples: `exclusive:rules=edges+outputs`, `exclusive:fragmented`, `npu:match=lifetime`,
@@ -33,7 +37,9 @@ use memplan::planner::{self, Metric, Planner, Strip};
 use memplan_graph::Rules;
 
 use crate::input::GraphSettings;
-use crate::npu::{MatchArg, NpuArgs};
+use crate::npu::{parse_group1, parse_slack, LayoutArg, MatchArg, NpuArgs};
+use memplan::planner::Slack;
+use memplan_graph::AcceleratorBuffers;
 
 /// A planner with the options of its spec.
 #[derive(Clone, Debug)]
@@ -47,6 +53,8 @@ pub struct PlannerSpec {
     exclusive_rules: Option<Rules>,
     /// `exclusive`'s `fragmented`.
     fragmented: bool,
+    /// `exclusive`'s `orders=all`.
+    all_orders: bool,
     /// `npu`'s `match=`.
     match_rule: Option<MatchArg>,
     /// `npu`'s `platform=`.
@@ -57,14 +65,20 @@ pub struct PlannerSpec {
     strip_direction: Option<Direction>,
     strip_placement: Option<Placement>,
     strip_max_iters: Option<u32>,
+    /// `npu`'s `group1=`.
+    group1: Option<AcceleratorBuffers>,
+    /// `npu`'s `layout=`.
+    layout: Option<LayoutArg>,
+    /// `npu`'s `slack=`.
+    slack: Option<Slack>,
 }
 
 /// The options each planner takes, for error messages.
 fn options_of(name: &str) -> &'static str {
     if name == planner::Exclusive::DEFAULT.name() {
-        "rules=LIST (edges+branches+outputs, or none) and fragmented"
+        "rules=LIST (edges+branches+outputs, or none), fragmented and orders=all|one"
     } else if name == planner::Npu::default().name() {
-        "match=size|lifetime and platform=FILE"
+        "match=size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any"
     } else if name == Strip::DEFAULT.name() {
         "metric=M, order=descending|ascending, placement=bottom|stacked and max-iters=N"
     } else {
@@ -90,12 +104,16 @@ impl PlannerSpec {
             name: planner.name(),
             exclusive_rules: None,
             fragmented: false,
+            all_orders: false,
             match_rule: None,
             platform: None,
             strip_metric: None,
             strip_direction: None,
             strip_placement: None,
             strip_max_iters: None,
+            group1: None,
+            layout: None,
+            slack: None,
         };
         let is_strip = spec.name == Strip::DEFAULT.name();
         let is_exclusive = spec.name == planner::Exclusive::DEFAULT.name();
@@ -147,6 +165,15 @@ impl PlannerSpec {
                     }
                     spec.fragmented = true;
                 }
+                "orders" if is_exclusive => {
+                    spec.all_orders = match needs_value(value)?.as_str() {
+                        "all" => true,
+                        "one" => false,
+                        other => bail!(
+                            "planner spec '{text}': option 'orders' of planner 'exclusive': '{other}' is neither 'all' (valid for every execution order) nor 'one'"
+                        ),
+                    };
+                }
                 "match" if is_npu => {
                     let value = needs_value(value)?;
                     let rule = MatchArg::from_str(&value, false).map_err(|_| {
@@ -189,6 +216,30 @@ impl PlannerSpec {
                         anyhow::anyhow!("planner spec '{text}': option 'max-iters' of planner 'strip': '{value}' is not a whole number from 0 to {}", u32::MAX)
                     })?);
                 }
+                "group1" if is_npu => {
+                    let value = needs_value(value)?;
+                    spec.group1 = Some(parse_group1(&value).map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'group1' of planner 'npu': {e}"
+                        )
+                    })?);
+                }
+                "slack" if is_npu => {
+                    let value = needs_value(value)?;
+                    spec.slack = Some(parse_slack(&value).map_err(|e| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'slack' of planner 'npu': {e}"
+                        )
+                    })?);
+                }
+                "layout" if is_npu => {
+                    let value = needs_value(value)?;
+                    spec.layout = Some(LayoutArg::from_str(&value, false).map_err(|_| {
+                        anyhow::anyhow!(
+                            "planner spec '{text}': option 'layout' of planner 'npu': '{value}' is neither 'offsets' nor 'end-to-end'"
+                        )
+                    })?);
+                }
                 _ => bail!(
                     "planner spec '{text}': planner '{}' has no option '{key}'; its options: {}",
                     spec.name,
@@ -214,6 +265,7 @@ impl PlannerSpec {
         GraphSettings {
             exclusive_rules: self.exclusive_rules.unwrap_or(settings.exclusive_rules),
             fragmented: settings.fragmented || self.fragmented,
+            all_orders: settings.all_orders || self.all_orders,
             ..settings.clone()
         }
     }
@@ -263,6 +315,15 @@ impl PlannerSpec {
         }
         if let Some(path) = &self.platform {
             args.platform.platform = Some(path.clone());
+        }
+        if let Some(group1) = self.group1 {
+            args.group1 = Some(group1);
+        }
+        if let Some(layout) = self.layout {
+            args.layout = layout;
+        }
+        if let Some(slack) = self.slack {
+            args.slack = Some(slack);
         }
         args
     }

@@ -1985,3 +1985,74 @@ fn inspect_memops_golden() {
     assert_eq!(value["totals"]["max_live_bytes"], 1_605_632);
     assert_eq!(value["totals"]["largest_tensor"], "conv1");
 }
+
+/// `exclusive:orders=all`: its plan passes `check` (which runs the all-orders check for
+/// it); the ordinary plan of the same example, relabelled as all-orders, is rejected,
+/// because op2 and op7 share bytes although op5 (a reader of op2) may run after op7.
+#[test]
+fn all_orders_plans_are_checked_for_every_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("all.json");
+    let out = memplan(&[
+        "plan",
+        "examples/exclusive_example.json",
+        "--planner",
+        "exclusive:orders=all",
+        "-f",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(value["exclusive_orders"], "all");
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    let ordinary = dir.path().join("one.json");
+    let out = memplan(&[
+        "plan",
+        "examples/exclusive_example.json",
+        "--planner",
+        "exclusive",
+        "-f",
+        "json",
+        "-o",
+        ordinary.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ordinary).unwrap()).unwrap();
+    assert_eq!(value["exclusive_orders"], "one");
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        ordinary.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    value["exclusive_orders"] = serde_json::json!("all");
+    let relabelled = dir.path().join("relabelled.json");
+    std::fs::write(&relabelled, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        "examples/exclusive_example.json",
+        relabelled.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("all orders: buffers 'op2' and 'op7' share addresses"),
+        "{}",
+        stdout(&out)
+    );
+}

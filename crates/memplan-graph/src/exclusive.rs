@@ -17,8 +17,8 @@
 //!    across the operators between its producer and its last reader.
 //!
 //! ```text
-//!    1 ─► 2 ─┬─► 3 ─► 6 ─┬─► 7       3 and 4: no path either way  → rule 2
-//!            ├─► 4 ──────┘└─► 8      2 and 3: an edge             → rule 1
+//!    1 ─► 2 ─┬─► 3 ─► 6 ─┐           3 and 4: no path either way  → rule 2
+//!            ├─► 4 ──────┴─► 7 ─► 8  2 and 3: an edge             → rule 1
 //!            └─► 5                   5 (an output) and 6, 7, 8    → rule 3
 //! ```
 //!
@@ -31,13 +31,15 @@
 //!
 //! # What it buys and what it costs
 //!
-//! With rule 2 on, blocks of parallel branches never share memory, so the plan stays safe
-//! when a runtime executes branches concurrently, in any interleaving consistent with the
-//! edges; a lifetime-based plan is only safe for the one execution order it was made for.
-//! The price is memory: every pair of blocks on parallel branches is kept apart even when
-//! the chosen order runs them one after the other, so on branchy models the pool grows
-//! well above the max-live lower bound (see doc/exclusive.md for the measured table).
-//! With rule 2 off the relation is close to lifetime overlap (rule 4) plus direct edges.
+//! Rule 2 keeps blocks of parallel branches apart, which the method gives as its reason
+//! for running branches concurrently. It does **not** make a plan safe for concurrent
+//! execution (methods.md §1, corrected): a block read by one branch can still share bytes
+//! with a block that another operator produces while that read is pending (rule 4 only
+//! looks at the one execution order). An exclusive plan is valid for the execution order
+//! it was made for. The price of rule 2 is memory: every pair of blocks on parallel
+//! branches is kept apart even when the order runs them one after the other, so on branchy
+//! models the pool can grow above the max-live lower bound (see doc/exclusive.md). With
+//! rule 2 off the relation is close to lifetime overlap (rule 4) plus direct edges.
 
 use memplan::{BufferId, Lifetime, Problem, ProblemError};
 
@@ -163,61 +165,8 @@ pub fn block_operators(graph: &Graph, analysis: &Analysis) -> Vec<Vec<NodeId>> {
         .collect()
 }
 
-/// One bitset row per row index: `rows × columns` bits.
-struct BitRows {
-    words: usize,
-    bits: Vec<u64>,
-}
-
-impl BitRows {
-    fn new(rows: usize, columns: usize) -> BitRows {
-        let words = columns.div_ceil(64);
-        BitRows {
-            words,
-            bits: vec![0u64; rows * words],
-        }
-    }
-
-    fn set(&mut self, row: usize, column: usize) {
-        self.bits[row * self.words + column / 64] |= 1 << (column % 64);
-    }
-
-    fn get(&self, row: usize, column: usize) -> bool {
-        self.bits[row * self.words + column / 64] >> (column % 64) & 1 == 1
-    }
-
-    fn row(&self, row: usize) -> &[u64] {
-        &self.bits[row * self.words..(row + 1) * self.words]
-    }
-
-    /// `row(to) |= row(from)`.
-    fn or_row(&mut self, to: usize, from: usize) {
-        for w in 0..self.words {
-            let bits = self.bits[from * self.words + w];
-            self.bits[to * self.words + w] |= bits;
-        }
-    }
-}
-
-/// The set bits of `words` (the columns of one row), in increasing order.
-fn ones(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    words.iter().enumerate().flat_map(|(w, &word)| {
-        let mut rest = word;
-        std::iter::from_fn(move || {
-            (rest != 0).then(|| {
-                let bit = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
-                w * 64 + bit
-            })
-        })
-    })
-}
-
-/// Rule 2's parallel branches as bitset rows over the nodes: row `a` holds every node
-/// other than `a` that neither reaches `a` nor is reached from it along one or more data
-/// or control edges. Built from the forward and backward reachability rows, one sweep
-/// each over the topological `order`.
-fn unrelated_nodes(graph: &Graph, order: &[NodeId]) -> BitRows {
+/// The successors and predecessors of every node along data and control edges.
+pub(crate) fn adjacency(graph: &Graph) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
     let n = graph.nodes().len();
     let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut predecessors: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -235,51 +184,103 @@ fn unrelated_nodes(graph: &Graph, order: &[NodeId]) -> BitRows {
     for &(from, to) in graph.control_edges() {
         edge(from.index(), to.index());
     }
-    // Successors run later in the order, so a reverse sweep sees their rows complete;
-    // predecessors run earlier, so a forward sweep sees theirs.
-    let mut reached = BitRows::new(n, n);
-    for &node in order.iter().rev() {
-        let i = node.index();
-        for &s in &successors[i] {
-            reached.set(i, s);
-            reached.or_row(i, s);
+    (successors, predecessors)
+}
+
+/// Words per node of one chunk of sources in [`for_each_unrelated_pair`]: 16 words, 1024
+/// sources, so the two sweeps hold 2 × 16 words per node whatever the graph's size.
+const CHUNK_WORDS: usize = 16;
+
+/// Calls `f(x, y)` once for every pair of nodes `x < y` (indices) of which neither reaches
+/// the other along one or more edges (`successors` / `predecessors`, acyclic; `order`
+/// topological): rule 2's parallel branches.
+///
+/// The sources are taken in chunks of `64 · CHUNK_WORDS`; per chunk, a forward sweep over
+/// `order` collects in each node the chunk's sources that reach it, a backward sweep the
+/// ones it reaches. Time O((n + e) · n / 64 + pairs), memory O(n · CHUNK_WORDS) words:
+/// linear in the graph, not the n² / 64 bits of whole reachability rows.
+pub(crate) fn for_each_unrelated_pair(
+    successors: &[Vec<usize>],
+    predecessors: &[Vec<usize>],
+    order: &[NodeId],
+    f: impl FnMut(usize, usize),
+) {
+    unrelated_pairs_in_chunks(successors, predecessors, order, CHUNK_WORDS, f)
+}
+
+/// [`for_each_unrelated_pair`] with chunks of `64 · chunk_words` sources.
+fn unrelated_pairs_in_chunks(
+    successors: &[Vec<usize>],
+    predecessors: &[Vec<usize>],
+    order: &[NodeId],
+    chunk_words: usize,
+    mut f: impl FnMut(usize, usize),
+) {
+    let n = successors.len();
+    let words = chunk_words.min(n.div_ceil(64)).max(1);
+    let chunk = 64 * words;
+    let mut reached_by = vec![0u64; n * words];
+    let mut reaches = vec![0u64; n * words];
+    let mut first = 0;
+    while first < n {
+        let last = (first + chunk).min(n);
+        let in_chunk = |x: usize| (first..last).contains(&x).then(|| x - first);
+        reached_by.iter_mut().for_each(|w| *w = 0);
+        reaches.iter_mut().for_each(|w| *w = 0);
+        for &node in order {
+            let v = node.index();
+            for &p in &predecessors[v] {
+                for w in 0..words {
+                    reached_by[v * words + w] |= reached_by[p * words + w];
+                }
+                if let Some(bit) = in_chunk(p) {
+                    reached_by[v * words + bit / 64] |= 1 << (bit % 64);
+                }
+            }
         }
+        for &node in order.iter().rev() {
+            let v = node.index();
+            for &s in &successors[v] {
+                for w in 0..words {
+                    reaches[v * words + w] |= reaches[s * words + w];
+                }
+                if let Some(bit) = in_chunk(s) {
+                    reaches[v * words + bit / 64] |= 1 << (bit % 64);
+                }
+            }
+        }
+        // Pairs (x, y) with x in the chunk and x < y.
+        for y in first + 1..n {
+            let limit = y.min(last) - first; // sources x - first in [0, limit)
+            for w in 0..words.min(limit.div_ceil(64)) {
+                let mut free = !(reached_by[y * words + w] | reaches[y * words + w]);
+                let top = limit - 64 * w;
+                if top < 64 {
+                    free &= (1u64 << top) - 1;
+                }
+                while free != 0 {
+                    let bit = free.trailing_zeros() as usize;
+                    free &= free - 1;
+                    f(first + 64 * w + bit, y);
+                }
+            }
+        }
+        first = last;
     }
-    let mut reaching = BitRows::new(n, n);
-    for &node in order {
-        let i = node.index();
-        for &p in &predecessors[i] {
-            reaching.set(i, p);
-            reaching.or_row(i, p);
-        }
-    }
-    let mut unrelated = BitRows::new(n, n);
-    let words = unrelated.words;
-    for i in 0..n {
-        let row = &mut unrelated.bits[i * words..(i + 1) * words];
-        for (w, word) in row.iter_mut().enumerate() {
-            *word = !(reached.row(i)[w] | reaching.row(i)[w]);
-        }
-        // Clear `i` itself and the padding bits past the last node.
-        row[i / 64] &= !(1 << (i % 64));
-        if n % 64 != 0 {
-            row[n / 64] &= (1 << (n % 64)) - 1;
-        }
-    }
-    unrelated
 }
 
 /// The exclusive pairs of the blocks of `analysis` (made from `graph`) under `rules`.
 ///
 /// Each rule is evaluated where it can hold rather than on every pair of blocks: rule 1
-/// per edge, rule 2 by rows of the node reachability bitsets, rule 3 by the execution
-/// positions of the blocks' operators, rule 4 by a sweep over the lifetimes. One bitset
-/// row per block and rule collects the partners, and a pair takes the first rule whose
-/// row holds it. For `n` nodes, `m` blocks, `e` edges and `p` exclusive pairs: time
-/// O(e·n/64 + n²/64 + m²/64 + p) plus the lifetime sweep (O(m log m + the pairs of
-/// overlapping lifetimes)); memory O(n²/64 + m²/64). Word operations replace the former
-/// O(m²) pair-by-pair test, whose answers these are (tests/exclusive.rs holds both to the
-/// same pairs on random graphs).
+/// per edge, rule 2 by [`for_each_unrelated_pair`] (reachability in chunks of sources),
+/// rule 3 by the execution positions of the blocks' operators, rule 4 by a sweep over the
+/// lifetimes. Every pair found is listed with its rule; the list is sorted and a pair
+/// keeps the first rule that holds. For `n` nodes, `m` blocks, `e` edges and `p`
+/// exclusive pairs (`p'` counting a pair once per rule that makes it): time
+/// O((n + e)·n/64 + p' log p') plus the lifetime sweep (O(m log m + the pairs of
+/// overlapping lifetimes)); memory O(n + m + e + p'), linear on a chain. This replaces the
+/// former O(m²) pair-by-pair test, whose answers these are (tests/exclusive.rs holds both
+/// to the same pairs on random graphs).
 pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusivity {
     let nodes = graph.nodes();
     let buffers = analysis.problem.buffers();
@@ -299,16 +300,11 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
             blocks_of[p].push(block);
         }
     }
-    let mut by_rule = [
-        BitRows::new(m, m),
-        BitRows::new(m, m),
-        BitRows::new(m, m),
-        BitRows::new(m, m),
-    ];
+    // Every (a, b, rule) found, a < b; sorted and reduced to the first rule per pair.
+    let mut found: Vec<(u32, u32, Reason)> = Vec::new();
     let mut pair = |rule: Reason, a: usize, b: usize| {
         if a != b {
-            by_rule[rule as usize].set(a, b);
-            by_rule[rule as usize].set(b, a);
+            found.push((a.min(b) as u32, a.max(b) as u32, rule));
         }
     };
     if rules.edges {
@@ -329,21 +325,14 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
         }
     }
     if rules.branches {
-        let unrelated_rows = unrelated_nodes(graph, &analysis.order);
-        let mut unrelated = vec![0u64; unrelated_rows.words];
-        for (a, ps) in producers.iter().enumerate() {
-            unrelated.iter_mut().for_each(|w| *w = 0);
-            for &x in ps {
-                for (w, &word) in unrelated.iter_mut().zip(unrelated_rows.row(x)) {
-                    *w |= word;
-                }
-            }
-            for y in ones(&unrelated) {
+        let (successors, predecessors) = adjacency(graph);
+        for_each_unrelated_pair(&successors, &predecessors, &analysis.order, |x, y| {
+            for &a in &blocks_of[x] {
                 for &b in &blocks_of[y] {
                     pair(Reason::Branches, a, b);
                 }
             }
-        }
+        });
     }
     if rules.outputs {
         // Block `a` with a network output among its operators, the first at position `s`,
@@ -390,39 +379,19 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
         }
         live.push(b);
     }
-    let mut pairs = Vec::new();
-    let mut partners = vec![0u64; m.div_ceil(64)];
-    for a in 0..m {
-        for (w, word) in partners.iter_mut().enumerate() {
-            *word = by_rule.iter().fold(0, |acc, rows| acc | rows.row(a)[w]);
-        }
-        for b in ones(&partners).filter(|&b| b > a) {
-            let reason = [
-                Reason::Edge,
-                Reason::Branches,
-                Reason::Output,
-                Reason::LiveTogether,
-            ]
-            .into_iter()
-            .find(|&r| by_rule[r as usize].get(a, b))
-            .expect("a partner comes from one of the rules");
-            pairs.push((BufferId(a as u32), BufferId(b as u32), reason));
-        }
-    }
+    found.sort_unstable();
+    found.dedup_by_key(|&mut (a, b, _)| (a, b));
+    let pairs = found
+        .into_iter()
+        .map(|(a, b, reason)| (BufferId(a), BufferId(b), reason))
+        .collect();
     Exclusivity { pairs }
 }
 
-/// The problem the `exclusive` planner plans for `analysis`: its buffers (names, sizes,
-/// alignments) with pairwise disjoint lifetimes (block `i` lives `[i, i + 1)`, no gaps)
-/// and one conflict pair per exclusive pair, so that "may share bytes" is exactly "not
-/// exclusive".
-pub fn exclusive_problem(
-    graph: &Graph,
-    analysis: &Analysis,
-    rules: Rules,
-) -> Result<Problem, ProblemError> {
-    let exclusive = exclusivity(graph, analysis, rules);
-    let buffers = analysis
+/// The buffers of `analysis` (names, sizes, alignments) with pairwise disjoint lifetimes:
+/// block `i` lives `[i, i + 1)`, no gaps, so that only conflict pairs keep blocks apart.
+fn encoded_buffers(analysis: &Analysis) -> Vec<memplan::Buffer> {
+    analysis
         .problem
         .buffers()
         .iter()
@@ -436,6 +405,137 @@ pub fn exclusive_problem(
             b.gaps.clear();
             b
         })
-        .collect();
+        .collect()
+}
+
+/// The problem the `exclusive` planner plans for `analysis`: its buffers (names, sizes,
+/// alignments) with pairwise disjoint lifetimes (block `i` lives `[i, i + 1)`, no gaps)
+/// and one conflict pair per exclusive pair, so that "may share bytes" is exactly "not
+/// exclusive".
+pub fn exclusive_problem(
+    graph: &Graph,
+    analysis: &Analysis,
+    rules: Rules,
+) -> Result<Problem, ProblemError> {
+    let exclusive = exclusivity(graph, analysis, rules);
+    let buffers = encoded_buffers(analysis);
     Problem::new(buffers, exclusive.pairs.iter().map(|&(a, b, _)| (a, b)))
+}
+
+/// The dataflow facts of `analysis` for the all-orders mode ([`memplan::orders`]): the
+/// operators' data and control edges, and per block its producers, its readers (the
+/// consumers of its values) and whether it holds a graph output.
+pub fn dataflow(graph: &Graph, analysis: &Analysis) -> memplan::orders::Dataflow {
+    let (successors, _) = adjacency(graph);
+    let producers = block_operators(graph, analysis)
+        .into_iter()
+        .map(|ops| ops.into_iter().map(|n| n.index()).collect())
+        .collect();
+    let outputs = graph.outputs();
+    let readers = analysis
+        .buffer_values
+        .iter()
+        .map(|values| {
+            let mut ops: Vec<usize> = values
+                .iter()
+                .flat_map(|&v| graph.value(v).consumers.iter().map(|&(n, _)| n.index()))
+                .collect();
+            ops.sort_unstable();
+            ops.dedup();
+            ops
+        })
+        .collect();
+    let kept = analysis
+        .buffer_values
+        .iter()
+        .map(|values| values.iter().any(|v| outputs.contains(v)))
+        .collect();
+    memplan::orders::Dataflow {
+        successors,
+        producers,
+        readers,
+        kept,
+    }
+}
+
+/// The problem of the `exclusive` planner's all-orders mode (`exclusive:orders=all`):
+/// like [`exclusive_problem`] (block `i` lives `[i, i + 1)`), with a conflict pair for
+/// every two blocks of which neither is provably dead before the other is produced in
+/// every topological order ([`memplan::orders::unordered_pairs`]). Any plan valid for it
+/// is valid for every execution order the edges allow; [`memplan::checker::check_all_orders`]
+/// verifies that property on a plan. Time O(m²) pair tests (m blocks) plus O(n²/64)
+/// reachability.
+pub fn all_orders_problem(graph: &Graph, analysis: &Analysis) -> Result<Problem, AllOrdersError> {
+    let flow = dataflow(graph, analysis);
+    let pairs = memplan::orders::unordered_pairs(&analysis.problem, &flow)?;
+    let buffers = encoded_buffers(analysis);
+    Ok(Problem::new(buffers, pairs)?)
+}
+
+/// Why the all-orders problem could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllOrdersError {
+    #[error(transparent)]
+    Dataflow(#[from] memplan::orders::DataflowError),
+    #[error(transparent)]
+    Problem(#[from] ProblemError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunked reachability against a depth-first search per node, on random DAGs of up
+    /// to 300 nodes with chunks of 64 and 128 sources (several chunks, partial last ones).
+    #[test]
+    #[allow(clippy::needless_range_loop)] // x, y index several tables
+    fn unrelated_pairs_match_a_search_per_node() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |bound: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % bound as u64) as usize
+        };
+        for round in 0..12 {
+            let n = 1 + next(300);
+            let mut successors = vec![Vec::new(); n];
+            let mut predecessors = vec![Vec::new(); n];
+            for to in 1..n {
+                for _ in 0..next(3) {
+                    let from = next(to);
+                    successors[from].push(to);
+                    predecessors[to].push(from);
+                }
+            }
+            let order: Vec<NodeId> = (0..n).map(|i| NodeId(i as u32)).collect();
+            let mut reach = vec![vec![false; n]; n];
+            for (x, row) in reach.iter_mut().enumerate() {
+                let mut stack = successors[x].clone();
+                while let Some(y) = stack.pop() {
+                    if !row[y] {
+                        row[y] = true;
+                        stack.extend(&successors[y]);
+                    }
+                }
+            }
+            let mut expected = Vec::new();
+            for y in 0..n {
+                for x in 0..y {
+                    if !reach[x][y] && !reach[y][x] {
+                        expected.push((x, y));
+                    }
+                }
+            }
+            expected.sort_unstable();
+            for words in [1, 2] {
+                let mut found = Vec::new();
+                unrelated_pairs_in_chunks(&successors, &predecessors, &order, words, |x, y| {
+                    found.push((x, y))
+                });
+                found.sort_unstable();
+                assert!(found == expected, "round {round}, n {n}, {words} words");
+            }
+        }
+    }
 }

@@ -48,7 +48,10 @@ pub mod order;
 pub use analysis::{
     analyse, analyse_with_inplace_ops, Analysis, AnalysisError, Options, Role, Stats, ValueInfo,
 };
-pub use exclusive::{block_operators, exclusive_problem, exclusivity, Exclusivity, Reason, Rules};
+pub use exclusive::{
+    all_orders_problem, block_operators, dataflow, exclusive_problem, exclusivity, AllOrdersError,
+    Exclusivity, Reason, Rules,
+};
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
     ValueKind,

@@ -11,7 +11,8 @@
 //!        └► operator configuration: per operator (step s), the blocks live at s and
 //!           their bytes (its width); its group: 1 accelerated, 2 in place, 3 other
 //!        │
-//!        └► Groups: 1 the accelerated operators' input and output blocks (dedicated),
+//!        └► Groups: 1 the accelerated operators' input and output blocks (first in the
+//!           pool by default, or dedicated / reusable per `accelerator_buffers`),
 //!           2 the in-place operators' blocks, 3 the other operators' steps ──► assign
 //! ```
 //!
@@ -23,7 +24,7 @@
 //! [`crate::analysis::INPLACE_OPS`]: such an output is in its input's block. An operator
 //! of the in-place list whose output could not be written in place belongs to group 3.
 
-use memplan::planner::npu::{assign, Assignment, Groups, Match};
+use memplan::planner::npu::{assign, Assignment, Groups, Layout, Match, Slack};
 use memplan::planner::PlanError;
 use memplan::{bound, BufferId, Problem, ProblemError};
 use serde::Deserialize;
@@ -52,19 +53,20 @@ pub struct Platform {
 }
 
 /// How group 1 (the accelerated operators' tensors) gets memory; the platform file's
-/// `accelerator_buffers`.
+/// `accelerator_buffers`, overridden by the planner option `npu:group1=...`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AcceleratorBuffers {
-    /// Each tensor a new buffer of its own that no other tensor ever uses (the method's
-    /// "each its own memory", read literally).
-    #[default]
+    /// Each tensor a new buffer of its own that no other tensor ever uses (the earlier,
+    /// uncorrected reading of methods.md §2: "each its own memory").
     Dedicated,
     /// Each tensor a new buffer of its own, which tensors of groups 2 and 3 may reuse
     /// once the tensors in it are dead.
     Reusable,
-    /// Each tensor, first and in group order, looks in the pool like every other tensor:
-    /// group 1 only comes first.
+    /// Each tensor, first and in group order, looks in the pool like every other tensor,
+    /// and the buffers it creates are the pool that groups 2 and 3 search: group 1 only
+    /// comes first. methods.md §2 (corrected) and the default.
+    #[default]
     Pooled,
 }
 
@@ -76,6 +78,17 @@ impl AcceleratorBuffers {
             AcceleratorBuffers::Reusable => "reusable",
             AcceleratorBuffers::Pooled => "pooled",
         }
+    }
+
+    /// Reads back [`AcceleratorBuffers::name`].
+    pub fn parse(text: &str) -> Option<AcceleratorBuffers> {
+        [
+            AcceleratorBuffers::Dedicated,
+            AcceleratorBuffers::Reusable,
+            AcceleratorBuffers::Pooled,
+        ]
+        .into_iter()
+        .find(|b| b.name() == text)
     }
 }
 
@@ -236,6 +249,17 @@ pub fn operator_configs(
 ) -> Result<Vec<OperatorConfig>, AnalysisError> {
     let buffers = analysis.problem.buffers();
     let profile = bound::live_profile(&analysis.problem).ok_or(AnalysisError::Overflow)?;
+    // The blocks live at each step, by one pass over every block's live segments (time:
+    // the blocks plus the sum of the present lists, not blocks × operators).
+    let steps = analysis.order.len() as u64;
+    let mut present_at: Vec<Vec<BufferId>> = vec![Vec::new(); analysis.order.len()];
+    for (i, buffer) in buffers.iter().enumerate() {
+        buffer.for_each_live_segment(|s| {
+            for step in s.start.max(1)..s.end.min(steps + 1) {
+                present_at[step as usize - 1].push(BufferId(i as u32));
+            }
+        });
+    }
     let mut configs = Vec::with_capacity(analysis.order.len());
     for (position, &node) in analysis.order.iter().enumerate() {
         let step = position as u64 + 1;
@@ -251,14 +275,7 @@ pub fn operator_configs(
         } else {
             OpGroup::Other
         };
-        let present = (0..buffers.len())
-            .filter(|&i| {
-                let mut live = false;
-                buffers[i].for_each_live_segment(|s| live |= s.start <= step && step < s.end);
-                live
-            })
-            .map(|i| BufferId(i as u32))
-            .collect();
+        let present = std::mem::take(&mut present_at[position]);
         configs.push(OperatorConfig {
             node,
             step,
@@ -284,7 +301,7 @@ pub fn analyse_for(
 
 /// The method's groups for the shared-objects allocation: group 1 the input and output
 /// blocks of the accelerated operators (execution order, input slots then output slots;
-/// new objects, or first in the pool when [`AcceleratorBuffers::Pooled`]), group 2 the
+/// first in the pool when [`AcceleratorBuffers::Pooled`], else new objects), group 2 the
 /// in-place operators' blocks, group 3 the other operators' steps.
 pub fn npu_groups(
     graph: &Graph,
@@ -372,16 +389,20 @@ pub struct NpuPlan {
 }
 
 /// Plans `analysis` (from [`analyse_for`]) with the method ([`npu_input`], then
-/// [`assign`]); the caller checks the plan like every plan.
+/// [`assign`] with `rule`, `slack` and `layout`); the caller checks the plan like every
+/// plan.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_npu(
     graph: &Graph,
     analysis: &Analysis,
     platform: &Platform,
     rule: Match,
+    slack: Slack,
+    layout: Layout,
     alignment: u64,
 ) -> Result<NpuPlan, NpuError> {
     let input = npu_input(graph, analysis, platform, alignment)?;
-    let assignment = assign(&input.problem, &input.groups, rule)?;
+    let assignment = assign(&input.problem, &input.groups, rule, slack, layout)?;
     Ok(NpuPlan {
         problem: input.problem,
         configs: input.configs,

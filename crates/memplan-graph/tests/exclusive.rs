@@ -44,8 +44,9 @@ fn graph(ops: &[(&str, u64, &[usize])], outputs: &[usize]) -> Graph {
     g
 }
 
-/// The worked example: edges 1→2, 2→3, 2→4, 2→5, 3→6, 4→7, 6→7, 6→8; 5 and 8 are
-/// network outputs (7 feeds nothing either).
+/// The worked example: edges 1→2, 2→3, 2→4, 2→5, 3→6, 4→7, 6→7, 7→8 (methods.md §1,
+/// corrected: the source's "op6 and op8" is a typo for 7→8); 5 and 8 are the network
+/// outputs.
 fn worked_example() -> Graph {
     graph(
         &[
@@ -56,7 +57,7 @@ fn worked_example() -> Graph {
             ("op5", 2 * MB, &[1]),
             ("op6", 6 * MB, &[2]),
             ("op7", 15 * MB, &[3, 5]),
-            ("op8", 3 * MB, &[5]),
+            ("op8", 3 * MB, &[6]),
         ],
         &[4, 7],
     )
@@ -75,7 +76,7 @@ fn worked_example_from_the_rules() {
     let g = worked_example();
     let analysis = analyse(&g, Order::File, Options::NONE).unwrap();
     let problem = exclusive_problem(&g, &analysis, Rules::ALL).unwrap();
-    // The method's table plus 6–8 (an edge) and 4–8 (no path): methods.md §1.
+    // The method's table, exactly: 15 pairs, every one from rules 1-3 (rule 4 adds none).
     let mut expected = vec![
         (1, 2),
         (2, 3),
@@ -92,20 +93,52 @@ fn worked_example_from_the_rules() {
         (5, 8),
         (6, 7),
         (7, 8),
-        (6, 8),
-        (4, 8),
     ];
     expected.sort_unstable();
+    assert_eq!(expected.len(), 15);
     assert_eq!(pairs_of(&problem), expected);
+    let derived = exclusivity(&g, &analysis, Rules::ALL);
+    assert!(derived.pairs.iter().all(|p| p.2 != Reason::LiveTogether));
+    // The table as the method prints it: every operator's exclusive set.
+    let table: &[(u32, &[u32])] = &[
+        (1, &[2]),
+        (2, &[1, 3, 4, 5]),
+        (3, &[2, 4, 5, 6]),
+        (4, &[2, 3, 5, 6, 7]),
+        (5, &[2, 3, 4, 6, 7, 8]),
+        (6, &[3, 4, 5, 7]),
+        (7, &[4, 5, 6, 8]),
+        (8, &[5, 7]),
+    ];
+    for &(op, set) in table {
+        let mut partners: Vec<u32> = expected
+            .iter()
+            .filter_map(|&(a, b)| match (a == op, b == op) {
+                (true, _) => Some(b),
+                (_, true) => Some(a),
+                _ => None,
+            })
+            .collect();
+        partners.sort_unstable();
+        assert_eq!(partners, set, "exclusive set of op{op}");
+    }
     let plan = Exclusive::DEFAULT.plan(&problem).unwrap();
     let report = check(&problem, &plan);
     assert!(report.is_valid(), "{:?}", report.violations);
     assert_eq!(report.arena_bytes, Some(46 * MB));
+    // The walk-through: op4 [0,20), op7 [20,35), op2 [20,30), op3 [30,38), op6 [38,44),
+    // op1 [0,5), op8 inside op4 (not exclusive with op4 or op1), op5 [44,46).
     let at = |op: usize| plan.offsets[op - 1] / MB;
     assert_eq!(
-        [at(4), at(7), at(2), at(3), at(6), at(1), at(8), at(5)],
-        [0, 20, 20, 30, 38, 0, 35, 44]
+        [at(4), at(7), at(2), at(3), at(6), at(1), at(5)],
+        [0, 20, 20, 30, 38, 0, 44]
     );
+    assert!(
+        at(8) + 3 <= 20,
+        "op8 at {} MB is not inside op4 [0, 20)",
+        at(8)
+    );
+    assert_eq!(problem.total_size(), Some(69 * MB));
     let stats = exclusive_stats(&problem, &plan).unwrap();
     assert_eq!(stats.new_pool_bytes, 46 * MB);
     // Any exclusive plan of the graph is also valid for its one execution order.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use memplan::checker;
-use memplan::planner::npu::Match;
+use memplan::planner::npu::{Layout, Match, Slack};
 use memplan::BufferId;
 use memplan_graph::{
     analyse, analyse_for, npu_groups, operator_configs, plan_npu, read_graph_json,
@@ -50,10 +50,12 @@ fn platform(text: &str) -> Platform {
     Platform::parse(text, "test.json").unwrap()
 }
 
-/// Plans and checks the plan against the aligned problem and the analysis' own problem.
+/// Plans (the source's unbounded size match, objects end to end, so that the arenas below
+/// are sums of objects computed by hand) and checks the plan against the aligned problem
+/// and the analysis' own problem.
 fn checked(g: &Graph, p: &Platform, rule: Match) -> (memplan_graph::Analysis, NpuPlan) {
     let analysis = analyse_for(g, Order::File, Options::default(), p).unwrap();
-    let npu = plan_npu(g, &analysis, p, rule, 1).unwrap();
+    let npu = plan_npu(g, &analysis, p, rule, Slack::Any, Layout::EndToEnd, 1).unwrap();
     for problem in [&npu.problem, &analysis.problem] {
         let report = checker::check(problem, &npu.assignment.plan);
         assert!(report.is_valid(), "{:?}", report.violations);
@@ -81,7 +83,9 @@ fn transformer_like() -> Graph {
 #[test]
 fn groups_come_from_the_platform_and_in_place_reuses_the_input_block() {
     let g = transformer_like();
-    let p = platform(r#"{"accelerated": ["MatMul"], "in_place": ["Relu"]}"#);
+    let p = platform(
+        r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "accelerator_buffers": "dedicated"}"#,
+    );
     let (a, npu) = checked(&g, &p, Match::Size);
     let b = |n| block(&g, &a, n);
     assert_eq!(b("r"), b("t"), "r is written over t");
@@ -118,9 +122,10 @@ fn groups_come_from_the_platform_and_in_place_reuses_the_input_block() {
         assert_eq!(npu.assignment.plan.arena_bytes, Some(256));
         assert_eq!(npu.assignment.stats.reused_bytes, 64);
     }
-    // Pooled: group 1 goes through the pool too, first: x -> 0, m -> 1 (x live), q [4,6)
-    // -> 0 (x over), y [5,6) -> 1 (m over); then t [2,5) finds 0 busy (q) and 1 busy (m):
-    // a new object.
+    // Pooled: group 1 goes through the pool too, first: x -> 0, m -> 1 (x live); q [4,6)
+    // may join both (same size): m's usage period ends closer in time (step 3, gap 1;
+    // x's at 2, gap 2), so q -> 1; y [5,6) -> 0 (1 busy with q); then t [2,5) fits 0
+    // (x [0,2) and y [5,6) leave [2,5) free).
     let pooled = platform(
         r#"{"accelerated": ["MatMul"], "in_place": ["Relu"], "accelerator_buffers": "pooled"}"#,
     );
@@ -133,10 +138,10 @@ fn groups_come_from_the_platform_and_in_place_reuses_the_input_block() {
         .collect();
     assert_eq!(
         objects,
-        [vec![b("x"), b("q")], vec![b("m"), b("y")], vec![b("t")]]
+        [vec![b("x"), b("y"), b("t")], vec![b("m"), b("q")]]
     );
     assert_eq!(npu.assignment.stats.dedicated_buffers, 0);
-    assert_eq!(npu.assignment.plan.arena_bytes, Some(192));
+    assert_eq!(npu.assignment.plan.arena_bytes, Some(128));
 }
 
 #[test]
@@ -197,7 +202,10 @@ fn the_default_profile_parses_and_aligns() {
     assert_eq!(p.name, "default-npu");
     assert_eq!(p.alignment, 64);
     assert!(p.accelerated.iter().any(|o| o == "Conv"));
-    assert_eq!(p.accelerator_buffers, AcceleratorBuffers::Dedicated);
+    // methods.md §2 (corrected): group 1's buffers are the pool groups 2 and 3 search.
+    assert_eq!(p.accelerator_buffers, AcceleratorBuffers::Pooled);
+    let unset = platform(r#"{"accelerated": ["MatMul"]}"#);
+    assert_eq!(unset.accelerator_buffers, AcceleratorBuffers::Pooled);
     // Exactly the analysis' in-place operators: the default problem is everyone's.
     assert_eq!(p.in_place, memplan_graph::analysis::INPLACE_OPS);
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../platforms/");
@@ -333,11 +341,18 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn every_npu_plan_is_valid(spec in spec(), p in platforms(), lifetime in any::<bool>()) {
+    fn every_npu_plan_is_valid(
+        spec in spec(),
+        p in platforms(),
+        lifetime in any::<bool>(),
+        end_to_end in any::<bool>(),
+        slack in prop::sample::select(vec![Slack::Percent(0), Slack::Percent(50), Slack::Any]),
+    ) {
         let g = build(&spec);
         let rule = if lifetime { Match::Lifetime } else { Match::Size };
+        let layout = if end_to_end { Layout::EndToEnd } else { Layout::Offsets };
         let analysis = analyse_for(&g, Order::File, Options::default(), &p).unwrap();
-        let npu = plan_npu(&g, &analysis, &p, rule, 1).unwrap();
+        let npu = plan_npu(&g, &analysis, &p, rule, slack, layout, 1).unwrap();
         let plan = &npu.assignment.plan;
         for problem in [&npu.problem, &analysis.problem] {
             let report = checker::check(problem, plan);
@@ -349,7 +364,16 @@ proptest! {
         let stats = npu.assignment.stats;
         let sizes: u64 = npu.assignment.objects.iter().map(|o| o.size).sum();
         prop_assert_eq!(stats.new_pool_bytes, sizes);
-        prop_assert!(arena >= sizes);
+        // End to end the arena is at least the objects' sizes; by offsets never more than
+        // end to end, with the same assignment.
+        let other = if end_to_end { Layout::Offsets } else { Layout::EndToEnd };
+        let other = plan_npu(&g, &analysis, &p, rule, slack, other, 1).unwrap();
+        prop_assert_eq!(&other.assignment.object_of, &npu.assignment.object_of);
+        let report = checker::check(&analysis.problem, &other.assignment.plan);
+        prop_assert!(report.is_valid(), "{:?}", report.violations);
+        let (e2e, offsets) = if end_to_end { (arena, other.assignment.plan.arena_bytes.unwrap()) } else { (other.assignment.plan.arena_bytes.unwrap(), arena) };
+        prop_assert!(e2e >= sizes);
+        prop_assert!(offsets <= e2e);
         prop_assert_eq!(
             stats.reused_bytes + stats.new_pool_bytes,
             analysis.problem.total_size().unwrap()
@@ -373,7 +397,7 @@ proptest! {
             prop_assert_eq!(c.width, sum);
         }
         // Deterministic.
-        let again = plan_npu(&g, &analysis, &p, rule, 1).unwrap();
+        let again = plan_npu(&g, &analysis, &p, rule, slack, layout, 1).unwrap();
         prop_assert_eq!(&again.assignment, &npu.assignment);
     }
 }

@@ -216,6 +216,9 @@ impl Report {
     }
 }
 
+/// The all-orders check (methods.md §1, corrected): see [`crate::orders`].
+pub use crate::orders::{check_all_orders, Dataflow, Unordered};
+
 /// Checks a plan with a sweep over time; returns exactly the [`Report`] of
 /// [`check_naive`].
 ///

@@ -57,6 +57,7 @@ pub fn csv_reader(data: &[u8]) {
                 continue;
             }
             Err(PlanError::ArenaOverflow) => continue,
+            Err(PlanError::Internal(message)) => panic!("{name}: {message}"),
         };
         let report = checker::check(&problem, &plan);
         if let Some((a, b)) = &clash {

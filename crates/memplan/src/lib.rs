@@ -28,6 +28,7 @@ pub mod checker;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod io;
+pub mod orders;
 pub mod plan;
 pub mod planner;
 pub mod problem;

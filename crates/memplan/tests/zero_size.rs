@@ -206,11 +206,9 @@ fn zero_size_buffers_fixed_in_free_space_move_nothing() {
     )
     .unwrap();
     for (name, arena) in holds_zero_size_rules(&problem) {
-        let expected = if matches!(name, "naive" | "npu") {
-            32
-        } else {
-            16
-        };
+        // npu's shared objects are placed by an offset planner (default layout), so it
+        // reaches 16 like the others; end to end it took 32.
+        let expected = if name == "naive" { 32 } else { 16 };
         assert_eq!(arena, expected, "{name}");
     }
 }

@@ -321,12 +321,15 @@ mod tests {
         assert!(report.is_valid(), "{:?}", report.violations);
         assert_eq!(report.arena_bytes, Some(46 * mb));
         assert_eq!(problem.total_size(), Some(69 * mb));
-        // The offsets the method determines (op8 may go to [0, 3) or [5, 8): both valid).
+        assert_eq!(problem.conflicts().len(), 15);
+        // The walk-through's offsets: op4 [0,20), op7 [20,35), op2 [20,30), op3 [30,38),
+        // op6 [38,44), op1 [0,5), op5 [44,46); op8 inside op4 (any place there is valid).
         let at = |op: usize| plan.offsets[op - 1] / mb;
         assert_eq!(
             [at(4), at(7), at(2), at(3), at(6), at(1), at(5)],
             [0, 20, 20, 30, 38, 0, 44]
         );
+        assert!(at(8) + 3 <= 20, "op8 at {} MB is not inside op4", at(8));
         let stats = exclusive_stats(&problem, &plan).unwrap();
         assert_eq!(stats.new_pool_bytes, 46 * mb);
         assert_eq!(stats.reused_bytes, 23 * mb);

@@ -56,7 +56,7 @@ pub use breadth::Breadth;
 pub use exclusive::{exclusive_stats, Exclusive, ExclusiveStats};
 pub use greedy::{Chronological, SizeBestFit, SizeFirstFit, Spatial, Temporal};
 pub use naive::Naive;
-pub use npu::{Match, Npu, NpuStats};
+pub use npu::{Layout, Match, Npu, NpuStats, Slack};
 pub use search::Search;
 pub use strip::{Metric, Stop, Strip, StripOutcome};
 pub use tflm_greedy::{tflm_greedy_offsets, TflmGreedy};
@@ -70,6 +70,9 @@ pub enum PlanError {
     /// Two buffers with fixed offsets must not share bytes but do.
     #[error("buffers '{a}' and '{b}' have fixed offsets that overlap while they must not share bytes; no plan can keep both")]
     FixedOffsetsClash { a: String, b: String },
+    /// A planner built an intermediate problem that was not valid (a bug in memplan).
+    #[error("internal error, please report it: {0}")]
+    Internal(String),
 }
 
 /// A static memory planner.
@@ -96,7 +99,11 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Strip::DEFAULT,
         &Search::DEFAULT,
         &Exclusive::DEFAULT,
-        &Npu { rule: Match::Size },
+        &Npu {
+            rule: Match::Size,
+            slack: Slack::Percent(0),
+            layout: Layout::Offsets,
+        },
         &TflmGreedy,
     ]
 }

@@ -1,23 +1,32 @@
 //! `npu`: the shared-objects allocation of methods.md §2 (NPU heterogeneous platforms).
 //!
-//! Buffers are assigned to *shared objects* (the method's pool buffers); the memory is the
-//! sum of the objects' sizes, and the objects are then laid end to end in one arena, so
-//! every buffer gets the offset of its object:
+//! Buffers are assigned to *shared objects* (the method's pool buffers); the method's
+//! memory is the sum of the objects' sizes. The objects are then given offsets in one
+//! arena ([`Layout`]), and every buffer gets the offset of its object:
+//!
+//! - [`Layout::Offsets`] (default): each object is a buffer of its own whose usage period
+//!   is the union of its members' live segments, and an offset planner ([`BestOf`]) places
+//!   these objects, so two objects used at disjoint times may share bytes. The method's
+//!   assignment (which tensors share an object) is kept unchanged; when the offset
+//!   planner's arena would exceed the end-to-end one, the objects stay end to end;
+//! - [`Layout::EndToEnd`]: objects in creation order, end to end (the arena is then the
+//!   method's memory, the sum of the objects' sizes).
 //!
 //! ```text
 //!  objects:  ┌── object 0 (8) ──┐┌─ object 1 (4) ─┐
 //!  members:   a [0,2)  c [3,5)    b [1,4)
-//!  arena:    0                  8                12   a, c at 0; b at 8
+//!  end to end: 0                8                12   a, c at 0; b at 8
 //! ```
 //!
 //! The allocation runs in the method's groups, which a front-end (`memplan_graph::npu`)
 //! derives from the operators and a platform description ([`Groups`]):
 //!
-//! 1. *dedicated* buffers (the tensors of accelerated operators), in order, each get a new
-//!    object of their own; unless [`Groups::share_dedicated`], no other buffer ever
-//!    joins such an object;
-//! 2. *early* buffers (the in-place operators' blocks, preceded by group 1's when the
-//!    platform pools them), in order, each look in the pool;
+//! 1. *dedicated* buffers (group 1's tensors when the platform gives the accelerated
+//!    operators memory of their own), in order, each get a new object of their own;
+//!    unless [`Groups::share_dedicated`], no other buffer ever joins such an object;
+//! 2. *early* buffers (group 1's tensors when they go through the pool, the method's
+//!    reading and the default, then the in-place operators' blocks), in order, each look
+//!    in the pool;
 //! 3. *steps* (the other operators): sorted by *width*, the bytes live at the step,
 //!    largest first (ties: earlier step); at each step every buffer live there and not
 //!    yet assigned, largest first (ties: lower id), looks in the pool;
@@ -29,8 +38,10 @@
 //! An object *is free for* a buffer when none of its members is live at a common step
 //! with the buffer nor a conflict pair with it (so every plan is valid by construction;
 //! the checker is still run on it by every caller). Of the free objects,
-//! - [`Match::Size`] takes the smallest with size ≥ the buffer's (the least difference;
-//!   ties: lower object index); none → a new object;
+//! - [`Match::Size`] takes, among those of size ≥ the buffer's and at most the [`Slack`]
+//!   allows (default: exactly the buffer's), the one of least size difference (ties: the
+//!   usage periods closest in time, as lifetime match measures it, then lower index);
+//!   none → a new object;
 //! - [`Match::Lifetime`] takes the one whose members' usage periods come closest in time
 //!   to the buffer's lifetime (the shortest gap in steps; ties: the least size difference,
 //!   then lower index). When that object is smaller than the buffer, it *grows* to the
@@ -49,10 +60,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{PlanError, Planner};
+use super::{BestOf, PlanError, Planner};
 use crate::bound;
 use crate::plan::Plan;
-use crate::problem::{lcm, BufferId, Lifetime, Problem};
+use crate::problem::{lcm, Buffer, BufferId, Lifetime, Problem};
 
 /// How a buffer picks an object of the pool (methods.md §2, both options).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -70,6 +81,75 @@ impl Match {
         match self {
             Match::Size => "size",
             Match::Lifetime => "lifetime",
+        }
+    }
+}
+
+/// Which pool objects size match accepts for a buffer: those whose size exceeds the
+/// buffer's by at most this much (methods.md §2 leaves "matching" open; see doc/npu.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slack {
+    /// At most this percentage of the buffer's size more; `Percent(0)`, the default, takes
+    /// objects of exactly the buffer's size.
+    Percent(u64),
+    /// Any larger object (the least difference still wins): the source's rule unbounded.
+    Any,
+}
+
+impl Default for Slack {
+    fn default() -> Slack {
+        Slack::Percent(0)
+    }
+}
+
+impl Slack {
+    /// The largest object size accepted for a buffer of `size` bytes.
+    pub fn most(self, size: u64) -> u64 {
+        match self {
+            Slack::Percent(p) => {
+                let extra = (u128::from(size) * u128::from(p)) / 100;
+                u64::try_from(u128::from(size) + extra).unwrap_or(u64::MAX)
+            }
+            Slack::Any => u64::MAX,
+        }
+    }
+
+    /// Parses `any` or a percentage (`0`, `25`, `25%`).
+    pub fn parse(text: &str) -> Option<Slack> {
+        match text.trim() {
+            "any" => Some(Slack::Any),
+            t => t.trim_end_matches('%').parse().ok().map(Slack::Percent),
+        }
+    }
+}
+
+impl std::fmt::Display for Slack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slack::Percent(p) => write!(f, "{p}%"),
+            Slack::Any => f.write_str("any"),
+        }
+    }
+}
+
+/// How the shared objects get their offsets in the arena (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Each object a buffer living over the union of its members' live segments, placed
+    /// by the offset planner [`BestOf`]: objects used at disjoint times may share bytes
+    /// (end to end instead if that is smaller).
+    #[default]
+    Offsets,
+    /// Objects in creation order, end to end: the arena is the sum of their sizes.
+    EndToEnd,
+}
+
+impl Layout {
+    /// `offsets` or `end-to-end`, as the planner option `layout=` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Offsets => "offsets",
+            Layout::EndToEnd => "end-to-end",
         }
     }
 }
@@ -141,8 +221,8 @@ pub struct Assignment {
     /// zero-size buffer.
     pub object_of: Vec<Option<usize>>,
     pub stats: NpuStats,
-    /// Objects laid end to end (above the fixed buffers), each member at its object's
-    /// offset.
+    /// Every member at its object's offset; the objects placed per the [`Layout`] (above
+    /// the fixed buffers when end to end, around them when by offsets).
     pub plan: Plan,
 }
 
@@ -154,6 +234,7 @@ pub struct Assignment {
 struct Pool<'p> {
     problem: &'p Problem,
     rule: Match,
+    slack: Slack,
     share_dedicated: bool,
     /// Conflict partners of each buffer.
     partners: Vec<Vec<BufferId>>,
@@ -186,7 +267,7 @@ fn time_gap(segments: &[Lifetime], lifetime: Lifetime) -> u64 {
 }
 
 impl<'p> Pool<'p> {
-    fn new(problem: &'p Problem, rule: Match, share_dedicated: bool) -> Pool<'p> {
+    fn new(problem: &'p Problem, rule: Match, slack: Slack, share_dedicated: bool) -> Pool<'p> {
         let mut partners = vec![Vec::new(); problem.len()];
         for &(a, b) in problem.conflicts() {
             partners[a.index()].push(b);
@@ -195,6 +276,7 @@ impl<'p> Pool<'p> {
         Pool {
             problem,
             rule,
+            slack,
             share_dedicated,
             partners,
             objects: Vec::new(),
@@ -255,10 +337,26 @@ impl<'p> Pool<'p> {
         let buffer = self.problem.buffer(id);
         match self.rule {
             // The smallest free object of size >= the buffer's: the least difference.
-            Match::Size => self
-                .by_size
-                .range((buffer.size, 0)..)
-                .find_map(|&(_, k)| Some((k, self.free_for(k, id, live)?))),
+            // Of the free objects of size in [size, the slack's limit]: the least size
+            // difference, ties: the usage periods closest in time, then lower index.
+            Match::Size => {
+                let most = self.slack.most(buffer.size);
+                let mut best: Option<((u64, u64, usize), u64)> = None;
+                for &(size, k) in self.by_size.range((buffer.size, 0)..=(most, usize::MAX)) {
+                    let difference = size - buffer.size;
+                    if best.is_some_and(|((d, _, _), _)| d < difference) {
+                        break;
+                    }
+                    let key = (difference, time_gap(&self.segments[k], buffer.lifetime), k);
+                    if best.is_some_and(|(b, _)| b <= key) {
+                        continue;
+                    }
+                    if let Some(alignment) = self.free_for(k, id, live) {
+                        best = Some((key, alignment));
+                    }
+                }
+                best.map(|((_, _, k), alignment)| (k, alignment))
+            }
             Match::Lifetime => {
                 let mut best: Option<((u64, u64, usize), u64)> = None;
                 for &(size, k) in &self.by_size {
@@ -312,9 +410,64 @@ impl<'p> Pool<'p> {
         Ok(())
     }
 
-    /// Fixed buffers at their offsets (clashes are errors), objects end to end above them;
+    /// The objects' offsets by [`Layout::Offsets`], and the arena: a problem with one buffer per object
+    /// (its size and alignment, living over its members' live segments, adjacent segments
+    /// merged) and the fixed buffers at their offsets, with a conflict pair wherever a
+    /// member of one conflicts with a member (or is) the other, planned by [`BestOf`].
+    fn place_objects(&self, fixed: &[usize]) -> Result<(Vec<u64>, u64), PlanError> {
+        let buffers = self.problem.buffers();
+        let mut placed: Vec<Buffer> = Vec::with_capacity(self.objects.len() + fixed.len());
+        for (k, object) in self.objects.iter().enumerate() {
+            let mut merged: Vec<Lifetime> = Vec::with_capacity(self.segments[k].len());
+            for &s in &self.segments[k] {
+                match merged.last_mut() {
+                    Some(last) if last.end == s.start => last.end = s.end,
+                    _ => merged.push(s),
+                }
+            }
+            // Every member has a live segment; [0, 1) would do for an object with none.
+            let (first, last) = match (merged.first(), merged.last()) {
+                (Some(f), Some(l)) => (f.start, l.end),
+                _ => (0, 1),
+            };
+            let mut buffer = Buffer::new(format!("object {k}"), object.size, first, last);
+            buffer.alignment = object.alignment;
+            buffer.gaps = merged
+                .windows(2)
+                .map(|w| Lifetime {
+                    start: w[0].end,
+                    end: w[1].start,
+                })
+                .collect();
+            placed.push(buffer);
+        }
+        let mut index_of: Vec<Option<usize>> = self.object_of.clone();
+        for &i in fixed {
+            index_of[i] = Some(placed.len());
+            let mut buffer = buffers[i].clone();
+            buffer.name = format!("fixed {i}");
+            placed.push(buffer);
+        }
+        let mut conflicts = Vec::new();
+        for &(a, b) in self.problem.conflicts() {
+            if let (Some(x), Some(y)) = (index_of[a.index()], index_of[b.index()]) {
+                if x != y {
+                    conflicts.push((BufferId(x as u32), BufferId(y as u32)));
+                }
+            }
+        }
+        // Valid by construction: sizes, alignments and fixed offsets are the problem's,
+        // the segments are disjoint and sorted.
+        let objects = Problem::new(placed, conflicts)
+            .map_err(|e| PlanError::Internal(format!("npu objects problem: {e}")))?;
+        let plan = BestOf.plan(&objects)?;
+        let arena = plan.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
+        Ok((plan.offsets[..self.objects.len()].to_vec(), arena))
+    }
+
+    /// Fixed buffers at their offsets (clashes are errors), objects placed per `layout`;
     /// zero-size buffers at their fixed offset or 0, below nothing.
-    fn into_assignment(mut self) -> Result<Assignment, PlanError> {
+    fn into_assignment(mut self, layout: Layout) -> Result<Assignment, PlanError> {
         let buffers = self.problem.buffers();
         let fixed: Vec<usize> = (0..buffers.len())
             .filter(|&i| buffers[i].fixed_offset.is_some() && buffers[i].size > 0)
@@ -354,6 +507,13 @@ impl<'p> Pool<'p> {
                 .ok_or(PlanError::ArenaOverflow)?;
             object_offsets.push(offset);
         }
+        if layout == Layout::Offsets {
+            // End to end is a valid placement too: the offset planner's wins unless larger.
+            let (placed, arena) = self.place_objects(&fixed)?;
+            if arena <= cursor {
+                object_offsets = placed;
+            }
+        }
         for (i, object) in self.object_of.iter().enumerate() {
             if let Some(k) = object {
                 offsets[i] = object_offsets[*k];
@@ -371,14 +531,21 @@ impl<'p> Pool<'p> {
     }
 }
 
-/// Runs the method's allocation on `problem` in the order `groups` gives, with `rule`.
+/// Runs the method's allocation on `problem` in the order `groups` gives, with `rule`
+/// (`slack` bounding size match), and places the objects per `layout`.
 ///
 /// Every buffer ends in exactly one object (fixed-offset buffers in none), whatever the
 /// groups list: ids out of range are ignored, buffers listed twice are assigned once.
-pub fn assign(problem: &Problem, groups: &Groups, rule: Match) -> Result<Assignment, PlanError> {
+pub fn assign(
+    problem: &Problem,
+    groups: &Groups,
+    rule: Match,
+    slack: Slack,
+    layout: Layout,
+) -> Result<Assignment, PlanError> {
     let n = problem.len();
     let valid = |id: &&BufferId| id.index() < n;
-    let mut pool = Pool::new(problem, rule, groups.share_dedicated);
+    let mut pool = Pool::new(problem, rule, slack, groups.share_dedicated);
     for &id in groups.dedicated.iter().filter(valid) {
         let buffer = problem.buffer(id);
         if pool.object_of[id.index()].is_none() && buffer.fixed_offset.is_none() && buffer.size > 0
@@ -430,7 +597,7 @@ pub fn assign(problem: &Problem, groups: &Groups, rule: Match) -> Result<Assignm
             pool.look_up(id)?;
         }
     }
-    pool.into_assignment()
+    pool.into_assignment(layout)
 }
 
 /// Range minimum queries over a fixed array (a sparse table).
@@ -473,10 +640,13 @@ pub fn live_at(profile: &[(u64, u64)], step: u64) -> u64 {
 }
 
 /// The `npu` planner on a bare problem: group 3 only, one operator per start step
-/// ([`Groups::steps_only`]), with the matching rule `rule`.
+/// ([`Groups::steps_only`]), with the matching rule `rule` and the objects placed per
+/// `layout`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Npu {
     pub rule: Match,
+    pub slack: Slack,
+    pub layout: Layout,
 }
 
 impl Planner for Npu {
@@ -485,11 +655,18 @@ impl Planner for Npu {
     }
 
     fn description(&self) -> &'static str {
-        "methods.md §2: shared objects in three groups (accelerated, in-place, widest operator first), size or lifetime match, laid end to end"
+        "methods.md §2: shared objects in three groups (accelerated, in-place, widest operator first), size or lifetime match, objects placed by an offset planner over their lifetimes (or end to end)"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
-        Ok(assign(problem, &Groups::steps_only(problem), self.rule)?.plan)
+        Ok(assign(
+            problem,
+            &Groups::steps_only(problem),
+            self.rule,
+            self.slack,
+            self.layout,
+        )?
+        .plan)
     }
 }
 
@@ -505,7 +682,14 @@ mod tests {
     }
 
     fn checked(problem: &Problem, groups: &Groups, rule: Match) -> Assignment {
-        let a = assign(problem, groups, rule).unwrap();
+        let offsets = assign(problem, groups, rule, Slack::Any, Layout::Offsets).unwrap();
+        let report = check(problem, &offsets.plan);
+        assert!(report.is_valid(), "{:?}", report.violations);
+        let a = assign(problem, groups, rule, Slack::Any, Layout::EndToEnd).unwrap();
+        // The layout changes the offsets only, never the method's assignment.
+        assert_eq!(offsets.object_of, a.object_of);
+        assert_eq!(offsets.objects, a.objects);
+        assert!(offsets.plan.arena_bytes <= a.plan.arena_bytes);
         let report = check(problem, &a.plan);
         assert!(report.is_valid(), "{:?}", report.violations);
         assert_eq!(report.arena_bytes, a.plan.arena_bytes);
@@ -622,5 +806,47 @@ mod tests {
             assert_eq!(a.plan.offsets[3] % 16, 0);
             assert!(a.plan.offsets[1] >= 8);
         }
+    }
+
+    /// Two objects used at disjoint times: end to end they take 10 + 6 bytes; placed by
+    /// their own lifetimes they share bytes, and the arena is the larger one's.
+    #[test]
+    fn objects_placed_by_their_lifetimes_share_bytes() {
+        // a [0,2) and b [1,3) live together: two objects {a, c}, {b}; c [4,5) joins a's.
+        let p = problem(vec![
+            Buffer::new("a", 10, 0, 2),
+            Buffer::new("b", 6, 1, 3),
+            Buffer::new("c", 10, 4, 5),
+        ]);
+        let groups = Groups {
+            early: vec![BufferId(0), BufferId(1), BufferId(2)],
+            ..Groups::default()
+        };
+        let end_to_end = assign(&p, &groups, Match::Size, Slack::Any, Layout::EndToEnd).unwrap();
+        assert_eq!(end_to_end.plan.arena_bytes, Some(16));
+        let offsets = assign(&p, &groups, Match::Size, Slack::Any, Layout::Offsets).unwrap();
+        assert!(check(&p, &offsets.plan).is_valid());
+        assert_eq!(offsets.object_of, vec![Some(0), Some(1), Some(0)]);
+        assert_eq!(offsets.plan.arena_bytes, Some(16));
+        // d [2,4) (12 bytes) is free for {a, c}'s object, which is too small for it.
+        let p = problem(vec![
+            Buffer::new("a", 10, 0, 2),
+            Buffer::new("b", 6, 1, 3),
+            Buffer::new("c", 10, 4, 5),
+            Buffer::new("d", 12, 2, 4),
+        ]);
+        let groups = Groups {
+            early: vec![BufferId(0), BufferId(1), BufferId(2), BufferId(3)],
+            ..Groups::default()
+        };
+        let end_to_end = assign(&p, &groups, Match::Size, Slack::Any, Layout::EndToEnd).unwrap();
+        // d (12) fits in no object (a's is 10, b's is live with it): a third object.
+        assert_eq!(end_to_end.objects.len(), 3);
+        assert_eq!(end_to_end.plan.arena_bytes, Some(28));
+        let offsets = assign(&p, &groups, Match::Size, Slack::Any, Layout::Offsets).unwrap();
+        assert!(check(&p, &offsets.plan).is_valid());
+        // Objects: {a, c} [0,2)+[4,5), {b} [1,3), {d} [2,4): {d} over {a, c}'s gap, so
+        // the arena is max(10 + 6, 6 + 12) = 18.
+        assert_eq!(offsets.plan.arena_bytes, Some(18));
     }
 }
