@@ -254,17 +254,23 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
 /// The problem the `exclusive` planner plans for a loaded graph (methods.md §1): its
 /// buffers kept apart by exclusivity alone ([`memplan_graph::exclusive_problem`]), or,
 /// with `all_orders`, by the all-orders rule ([`memplan_graph::all_orders_problem`]). A
-/// minimalloc CSV has no graph, hence no operators to be exclusive: an error says so.
+/// buffer list (minimalloc CSV, memory operations, trace) has no operators or edges, so
+/// rules 1-3 have nothing to act on: the blocks are exclusive by rule 4 alone (live at
+/// the same time), which is the list's own problem. The all-orders mode needs the edges:
+/// an error says so.
 pub fn exclusive_problem(
     path: &Path,
     loaded: &Loaded,
     settings: &GraphSettings,
 ) -> Result<Problem> {
     let Some((graph, analysis)) = &loaded.graph else {
-        anyhow::bail!(
-            "'{}' is not a graph: the exclusive planner needs a graph JSON (.json) or ONNX (.onnx) file, because exclusivity comes from the operators and their edges",
-            path.display()
-        );
+        if settings.all_orders {
+            anyhow::bail!(
+                "'{}' is not a graph: exclusive:orders=all needs a graph JSON (.json) or ONNX (.onnx) file, because the execution orders come from the operators' edges",
+                path.display()
+            );
+        }
+        return Ok(loaded.problem.clone());
     };
     if settings.all_orders {
         return memplan_graph::all_orders_problem(graph, analysis)

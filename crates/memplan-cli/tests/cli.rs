@@ -1078,8 +1078,31 @@ fn inspect_exclusive_golden() {
 }
 
 #[test]
-fn exclusive_needs_a_graph() {
-    let out = memplan(&["plan", "examples/small.csv", "--planner", "exclusive"]);
+fn exclusive_on_a_buffer_list_uses_lifetimes_and_all_orders_needs_a_graph() {
+    // A buffer list has no edges: rule 4 alone, i.e. the list's own problem; the plan
+    // checks against it.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let plan = plan.to_str().unwrap();
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "exclusive",
+        "--format",
+        "json",
+        "-o",
+        plan,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = memplan(&["check", "examples/small.csv", plan]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = memplan(&[
+        "plan",
+        "examples/small.csv",
+        "--planner",
+        "exclusive:orders=all",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("needs a graph"), "{}", stderr(&out));
     let out = memplan(&[
