@@ -768,8 +768,12 @@ pub fn check(
         }
         (None, None) => None,
     };
-    let problem = rebuilt.as_ref().unwrap_or(&loaded.problem);
-    let plan = input::read_plan(plan_path, problem)?;
+    let (plan, aligned) = input::read_plan(
+        plan_path,
+        rebuilt.as_ref().unwrap_or(&loaded.problem),
+        alignment,
+    )?;
+    let problem = &aligned;
     // The bound of the lifetime problem: the npu problem is that of its platform's analysis.
     let bounded = if npu.is_some() {
         problem

@@ -326,12 +326,20 @@ pub fn exclusive_plan_rules(path: &Path, summary: &json::PlanSummary) -> Result<
 }
 
 /// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.
-pub fn read_plan(path: &Path, problem: &Problem) -> Result<Plan> {
+///
+/// Returns the plan and the problem to check it against: `problem` with every buffer's
+/// alignment raised to what the plan records (a plan JSON's `alignment`, a solution
+/// CSV's `alignment` column), so that a plan is held to the alignment it claims.
+pub fn read_plan(path: &Path, problem: &Problem, alignment: u64) -> Result<(Plan, Problem)> {
     let text = read_text(path)?;
     let source = path.display().to_string();
     if text.trim_start().starts_with('{') {
-        Ok(json::read_plan_json(&text, &source, problem)?)
+        let plan = json::read_plan_json(&text, &source, problem)?;
+        let aligned = problem
+            .with_alignment(alignment.max(1))
+            .with_context(|| format!("'{}': its \"alignment\" {alignment}", path.display()))?;
+        Ok((plan, aligned))
     } else {
-        Ok(csv::read_solution(&text, &source, problem)?)
+        Ok(csv::read_solution_aligned(&text, &source, problem)?)
     }
 }

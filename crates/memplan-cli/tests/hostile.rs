@@ -115,3 +115,59 @@ fn negative_numbers_for_numeric_flags_name_the_flag() {
         );
     }
 }
+
+#[test]
+fn plans_are_held_to_the_alignment_they_record() {
+    let problem = scratch(
+        "aligned_problem.csv",
+        b"id,lower,upper,size\n0,0,2,100\n1,1,3,50\n",
+    );
+    let problem = problem.to_str().unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hostile");
+    for format in ["csv", "json"] {
+        let plan = dir.join(format!("aligned_plan.{format}"));
+        let plan = plan.to_str().unwrap();
+        let out = memplan(&[
+            "plan",
+            problem,
+            "--alignment",
+            "64",
+            "--format",
+            format,
+            "-o",
+            plan,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // memplan's own aligned plan is accepted back...
+        let out = memplan(&["check", problem, plan]);
+        assert!(
+            out.status.success(),
+            "{format}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // ...and the same plan with an offset moved off the alignment is invalid.
+        let text = std::fs::read_to_string(plan).unwrap();
+        let moved = match format {
+            "csv" => text.replace(",64,128", ",64,100"),
+            _ => text.replace("\"offset\": 128", "\"offset\": 100"),
+        };
+        assert_ne!(
+            moved, text,
+            "{format}: the plan did not put buffer 1 at 128"
+        );
+        let bad = dir.join(format!("misaligned_plan.{format}"));
+        std::fs::write(&bad, moved).unwrap();
+        let out = memplan(&["check", problem, bad.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{format}: {text}");
+        assert!(
+            text.contains("aligned") || text.contains("alignment"),
+            "{format}: {text}"
+        );
+    }
+}

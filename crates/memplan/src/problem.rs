@@ -352,8 +352,14 @@ impl Problem {
     /// Fails when a fixed offset does not honour the new alignment or the alignment
     /// overflows.
     pub fn with_alignment(&self, alignment: u64) -> Result<Problem, ProblemError> {
+        self.with_alignments(&vec![alignment; self.buffers.len()])
+    }
+
+    /// The same problem with buffer `i`'s alignment raised to a multiple of
+    /// `alignments[i]` (missing entries: unchanged); fails like [`Problem::with_alignment`].
+    pub fn with_alignments(&self, alignments: &[u64]) -> Result<Problem, ProblemError> {
         let mut buffers = self.buffers.clone();
-        for buffer in &mut buffers {
+        for (buffer, &alignment) in buffers.iter_mut().zip(alignments) {
             buffer.alignment =
                 lcm(buffer.alignment, alignment).ok_or_else(|| ProblemError::ZeroAlignment {
                     name: buffer.name.clone(),

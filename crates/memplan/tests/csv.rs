@@ -688,13 +688,6 @@ fn bad_solutions_name_the_buffer_and_field() {
         Some("offset"),
         &["overflows"],
     );
-    let with_alignment = "id,lower,upper,size,alignment,offset\nb1,0,3,4,2,8\n";
-    bad(
-        with_alignment,
-        2,
-        Some("alignment"),
-        &["'b1'", "alignment 2"],
-    );
     let with_gaps = "id,lower,upper,size,gaps,offset\nb1,0,3,4,1-2,8\n";
     bad(with_gaps, 2, Some("gaps"), &["'b1'", "[1, 2)", "none"]);
 }
@@ -855,4 +848,47 @@ fn reads_every_shared_benchmark() {
             "{file}"
         );
     }
+}
+
+#[test]
+fn a_solution_may_record_a_stricter_alignment_and_is_held_to_it() {
+    let problem = read("id,lower,upper,size,alignment\na,0,2,4,4\nb,1,3,4,\n");
+    // Alignment 8 (a multiple of a's 4 and b's 1): accepted, and the problem to check
+    // against carries it.
+    let (plan, aligned) = memplan::io::csv::read_solution_aligned(
+        "id,lower,upper,size,alignment,offset\na,0,2,4,8,0\nb,1,3,4,8,8\n",
+        "s.csv",
+        &problem,
+    )
+    .unwrap();
+    assert_eq!(plan.offsets, [0, 8]);
+    assert_eq!(
+        aligned
+            .buffers()
+            .iter()
+            .map(|b| b.alignment)
+            .collect::<Vec<_>>(),
+        [8, 8]
+    );
+    assert!(memplan::checker::check(&aligned, &plan).is_valid());
+    let (moved, aligned) = memplan::io::csv::read_solution_aligned(
+        "id,lower,upper,size,alignment,offset\na,0,2,4,8,0\nb,1,3,4,8,4\n",
+        "s.csv",
+        &problem,
+    )
+    .unwrap();
+    assert!(!memplan::checker::check(&aligned, &moved).is_valid());
+    // Alignment 2 is not a multiple of a's 4: refused, naming buffer and column.
+    let err = read_solution(
+        "id,lower,upper,size,alignment,offset\na,0,2,4,2,0\nb,1,3,4,,8\n",
+        "s.csv",
+        &problem,
+    )
+    .unwrap_err();
+    check_error(
+        &err,
+        2,
+        Some("alignment"),
+        &["'a'", "alignment 2", "multiple"],
+    );
 }

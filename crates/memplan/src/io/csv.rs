@@ -171,7 +171,21 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
 /// and the row's `size`, `lower` and `upper` (and `alignment` and `gaps`, when given) must
 /// be the problem's. Offsets are not judged here (that is [`crate::checker`]'s job) beyond
 /// `offset + size` fitting in 64 bits. The plan makes no arena claim (`arena_bytes: None`).
+/// A row's `alignment` may also be a multiple of the problem's (a plan made with
+/// `--alignment N` records the alignment it honoured): [`read_solution_aligned`] returns
+/// the problem with those alignments, which is what such a solution is checked against.
 pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan, CsvError> {
+    read_solution_aligned(text, source, problem).map(|(plan, _)| plan)
+}
+
+/// [`read_solution`], and `problem` with each buffer's alignment raised to the one its
+/// row records, so that the checker holds the plan to the alignment it claims.
+pub fn read_solution_aligned(
+    text: &str,
+    source: &str,
+    problem: &Problem,
+) -> Result<(Plan, Problem), CsvError> {
+    let mut alignments: Vec<u64> = problem.buffers().iter().map(|b| b.alignment).collect();
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, true)?;
     let index = problem.ids_by_name();
@@ -240,14 +254,19 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
             ));
         }
         if let Some(alignment) = row.alignment {
-            if alignment != buffer.alignment {
-                return Err(mismatch(
+            if alignment % buffer.alignment.max(1) != 0 {
+                return Err(row.error(
+                    &header,
                     Field::Alignment,
-                    "alignment",
-                    alignment.to_string(),
-                    buffer.alignment.to_string(),
+                    format!(
+                        "buffer '{}' has alignment {alignment} here but {} in the problem; \
+                         a solution's alignment must be the problem's or a multiple of it",
+                        printable(&row.name),
+                        buffer.alignment
+                    ),
                 ));
             }
+            alignments[i] = alignment;
         }
         if let Some(gaps) = &row.gaps {
             if *gaps != buffer.gaps {
@@ -310,11 +329,20 @@ pub fn read_solution(text: &str, source: &str, problem: &Problem) -> Result<Plan
             ),
         });
     }
-    Ok(Plan {
+    let aligned = problem
+        .with_alignments(&alignments)
+        .map_err(|error| CsvError {
+            source: source.to_string(),
+            line: last_line,
+            column: Some("alignment".into()),
+            message: format!("the alignments of the solution do not fit its problem: {error}"),
+        })?;
+    let plan = Plan {
         offsets: offsets.into_iter().flatten().collect(),
         arena_bytes: None,
         extents: None,
-    })
+    };
+    Ok((plan, aligned))
 }
 
 /// Writes a problem as minimalloc CSV (see the module documentation for the columns).
