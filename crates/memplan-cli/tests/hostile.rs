@@ -171,3 +171,25 @@ fn plans_are_held_to_the_alignment_they_record() {
         );
     }
 }
+
+#[test]
+fn a_device_outside_any_real_one_is_an_error_not_every_goal_met() {
+    let model_onnx = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../memplan-onnx/tests/data/small.onnx"
+    ));
+    for launch in ["1e308", "1e300"] {
+        let out = memplan(&[
+            "swap",
+            model_onnx.to_str().unwrap(),
+            "--launch-us",
+            launch,
+            "--max-overhead",
+            "5%",
+        ]);
+        no_panic(&out, launch);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{launch}: {err}");
+        assert!(err.contains("training step would take"), "{launch}: {err}");
+    }
+}

@@ -111,6 +111,10 @@ impl Default for Device {
     }
 }
 
+/// The longest training step the roofline model accepts (a year, in milliseconds): beyond
+/// it the device's parameters are nonsense and times lose all precision.
+pub const MAX_STEP_MS: f64 = 3.2e10;
+
 impl Device {
     /// Checks the parameters: throughput and bandwidth finite and > 0, launch finite and
     /// ≥ 0.
@@ -558,6 +562,16 @@ pub fn training_step(forward: &Graph, device: &Device) -> Result<TrainingStep, T
         .set_inputs(forward.inputs().to_vec())
         .and_then(|()| graph.set_outputs(forward.outputs().to_vec()))
         .map_err(TrainingError::Copy)?;
+    // Each latency is finite, but a step of many of them may not be: a device whose
+    // kernels take 1e305 ms makes every step time infinite and every goal "met".
+    let total: f64 = graph.nodes().iter().filter_map(|n| n.latency_ms).sum();
+    if !total.is_finite() || total > MAX_STEP_MS {
+        return Err(TrainingError::BadDevice {
+            message: format!(
+                "one training step would take {total:e} ms (more than {MAX_STEP_MS:e} ms, about a year): the launch overhead, throughput or bandwidth is far outside any real device"
+            ),
+        });
+    }
     Ok(TrainingStep {
         graph,
         forward_node,
