@@ -387,16 +387,21 @@ pub fn plan_platform(
             "'{plan}': \"platform_file\" must be a path string or null (the built-in default), not {other}"
         ),
     };
+    // A plan is data: memplan never opens a path written inside it. The file it names
+    // is only a hint for the error message.
+    if let (None, Some(file)) = (&given.platform, &recorded_file) {
+        anyhow::bail!(
+            "'{plan}' was made with the platform file '{}' (its \"platform_file\"); memplan does not open files named inside a plan: pass it with --platform '{}'",
+            file.display(),
+            file.display()
+        );
+    }
     let chosen = PlatformArg {
-        platform: given.platform.clone().or(recorded_file.clone()),
+        platform: given.platform.clone(),
     };
-    let (platform, _) = chosen.load().with_context(|| match &given.platform {
-        Some(_) => "cannot load the platform given with --platform".to_string(),
-        None => format!(
-            "'{plan}' was made with the platform file '{}' (its \"platform_file\"), which cannot be loaded from here; pass that file with --platform FILE",
-            recorded_file.as_deref().map_or("?".into(), |p| p.display().to_string())
-        ),
-    })?;
+    let (platform, _) = chosen
+        .load()
+        .context("cannot load the platform given with --platform")?;
     if &platform.name != recorded {
         let hint = if given.platform.is_some() {
             "pass the platform file the plan was made with"

@@ -1592,7 +1592,15 @@ fn check_rebuilds_the_problem_of_an_npu_plans_platform() {
     let default_blocks: serde_json::Value = serde_json::from_str(&stdout(&default_blocks)).unwrap();
     let blocks = value["buffers"].as_array().unwrap().len();
     assert!(blocks as u64 > default_blocks["buffers"].as_u64().unwrap());
+    // A plan is data: the file it names is not opened unless passed on the command line.
     let out = memplan(&["check", model, plan_s]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(platform_s) && err.contains("does not open files named inside a plan"),
+        "{err}"
+    );
+    let out = memplan(&["check", model, plan_s, "--platform", platform_s]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -1618,7 +1626,13 @@ fn check_rebuilds_the_problem_of_an_npu_plans_platform() {
     broken["arena_bytes"] = serde_json::json!(arena);
     let broken_path = dir.path().join("broken.json");
     std::fs::write(&broken_path, serde_json::to_string(&broken).unwrap()).unwrap();
-    let out = memplan(&["check", model, broken_path.to_str().unwrap()]);
+    let out = memplan(&[
+        "check",
+        model,
+        broken_path.to_str().unwrap(),
+        "--platform",
+        platform_s,
+    ]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -1653,7 +1667,7 @@ fn check_rebuilds_the_problem_of_an_npu_plans_platform() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains(platform_s) && err.contains("--platform FILE"),
+        err.contains(platform_s) && err.contains("--platform"),
         "{err}"
     );
     let out = memplan(&[
