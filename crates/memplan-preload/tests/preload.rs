@@ -73,16 +73,21 @@ def run(count, base):
         iteration(base + it)
 "#;
 
-#[test]
-fn a_repeating_program_is_served_from_the_arena() {
-    let script = format!("{PROGRAM}\nrun(40, 0)\nprint(summary())\n");
-    let (out, _) = python(&script, &[("MEMPLAN_POOL_THRESHOLD", "65536")]);
-    let hits: u64 = out
+/// The count of requests served from the arena, from the pool's summary line.
+fn arena_hits(summary: &str) -> u64 {
+    summary
         .split(" served from the arena")
         .next()
         .and_then(|s| s.rsplit(", ").next())
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no hit count in: {out}"));
+        .unwrap_or_else(|| panic!("no hit count in: {summary}"))
+}
+
+#[test]
+fn a_repeating_program_is_served_from_the_arena() {
+    let script = format!("{PROGRAM}\nrun(40, 0)\nprint(summary())\n");
+    let (out, _) = python(&script, &[("MEMPLAN_POOL_THRESHOLD", "65536")]);
+    let hits = arena_hits(&out);
     assert!(hits >= 20 * 6, "{out}");
     assert!(out.contains("1 plans"), "{out}");
 }
@@ -91,12 +96,7 @@ fn a_repeating_program_is_served_from_the_arena() {
 fn the_size_class_plan_serves_a_repeating_program_too() {
     let script = format!("{PROGRAM}\nrun(40, 0)\nprint(summary())\n");
     let (out, _) = python(&script, &[("MEMPLAN_POOL_PLAN", "size-classes:4096")]);
-    let hits: u64 = out
-        .split(" served from the arena")
-        .next()
-        .and_then(|s| s.rsplit(", ").next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no hit count in: {out}"));
+    let hits = arena_hits(&out);
     assert!(hits >= 20 * 6, "{out}");
 }
 
