@@ -52,3 +52,70 @@ pub fn graph_json(data: &[u8]) {
         }
     }
 }
+
+/// Feeds arbitrary bytes to the npu platform JSON reader: an error names its source; a
+/// platform read has an alignment of at least 1 and plans the bundled example graph with
+/// the method, the plan passing the checker.
+pub fn platform_json(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let platform = match crate::npu::Platform::parse(&text, "fuzz.json") {
+        Ok(platform) => platform,
+        Err(error) => {
+            assert!(
+                error.to_string().contains("fuzz.json"),
+                "an error that does not name its source: {error}"
+            );
+            return;
+        }
+    };
+    assert!(platform.alignment >= 1, "alignment {}", platform.alignment);
+    let graph = read_graph_json(PLATFORM_GRAPH, "platform_graph.json").expect("the graph reads");
+    let Ok(analysis) = crate::npu::analyse_for(&graph, Order::File, Options::default(), &platform)
+    else {
+        return;
+    };
+    for rule in [
+        memplan::planner::npu::Match::Size,
+        memplan::planner::npu::Match::Lifetime,
+    ] {
+        let Ok(planned) = crate::npu::plan_npu(
+            &graph,
+            &analysis,
+            &platform,
+            rule,
+            Default::default(),
+            Default::default(),
+            1,
+        ) else {
+            continue;
+        };
+        let report = memplan::checker::check(&planned.problem, &planned.assignment.plan);
+        assert!(
+            report.is_valid(),
+            "npu made an invalid plan for platform {:?}: {:?}",
+            platform.name,
+            report.violations
+        );
+    }
+}
+
+/// The graph [`platform_json`] plans: a convolution feeding two branches that join.
+const PLATFORM_GRAPH: &str = r#"{
+  "name": "fuzz",
+  "inputs": ["x"],
+  "outputs": ["y"],
+  "values": [
+    {"name": "x", "dtype": "FLOAT", "shape": [1, 4, 8, 8]},
+    {"name": "w", "dtype": "FLOAT", "shape": [4, 4, 1, 1], "kind": "weight"},
+    {"name": "c", "dtype": "FLOAT", "shape": [1, 4, 8, 8]},
+    {"name": "r", "dtype": "FLOAT", "shape": [1, 4, 8, 8]},
+    {"name": "s", "dtype": "FLOAT", "shape": [1, 4, 8, 8]},
+    {"name": "y", "dtype": "FLOAT", "shape": [1, 4, 8, 8]}
+  ],
+  "nodes": [
+    {"name": "conv", "op": "Conv", "inputs": ["x", "w"], "outputs": ["c"]},
+    {"name": "relu", "op": "Relu", "inputs": ["c"], "outputs": ["r"]},
+    {"name": "sig", "op": "Sigmoid", "inputs": ["c"], "outputs": ["s"]},
+    {"name": "add", "op": "Add", "inputs": ["r", "s"], "outputs": ["y"]}
+  ]
+}"#;

@@ -30,3 +30,39 @@ proptest! {
         graph_json(text.as_bytes());
     }
 }
+
+/// [`memplan_graph::fuzzing::platform_json`] on the shipped platforms, every truncation of
+/// them and many byte changes, and hand-picked odd platforms.
+#[test]
+fn platform_json_seeds_and_mutations() {
+    use memplan_graph::fuzzing::platform_json;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../platforms");
+    let mut seeds: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    seeds.sort();
+    assert!(!seeds.is_empty());
+    for path in seeds {
+        let bytes = std::fs::read(&path).unwrap();
+        platform_json(&bytes);
+        for cut in (0..bytes.len()).step_by(7) {
+            platform_json(&bytes[..cut]);
+        }
+        for (i, replacement) in
+            (0..bytes.len()).zip([b'0', b'-', b',', b'"', b'9', b']'].iter().cycle())
+        {
+            let mut changed = bytes.clone();
+            changed[i] = *replacement;
+            platform_json(&changed);
+        }
+    }
+    for odd in [
+        r#"{"name": "x", "accelerated": ["Add", "Conv"], "in_place": ["Add"], "alignment": 4096}"#,
+        r#"{"name": "x", "accelerated": [], "in_place": [], "alignment": 0}"#,
+        r#"{"name": "x", "accelerated": [], "in_place": [], "alignment": 18446744073709551615}"#,
+        r#"{"name": "x", "accelerator_buffers": "dedicated", "accelerated": ["Relu", "Sigmoid"]}"#,
+    ] {
+        platform_json(odd.as_bytes());
+    }
+}

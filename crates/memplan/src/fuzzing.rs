@@ -4,7 +4,7 @@
 //! what the fuzzer reports. Keeping the logic here (enabled by the `fuzzing` feature) lets
 //! the targets stay one line long and lets `cargo test` run the same checks.
 
-use crate::io::{csv, json};
+use crate::io::{csv, json, memops};
 use crate::planner::{self, PlanError};
 use crate::problem::{Buffer, Problem};
 use crate::{bound, checker};
@@ -131,6 +131,73 @@ pub fn csv_reader(data: &[u8]) {
             Err(error) => {
                 panic!("write_plan_json wrote what read_plan_json rejects: {error}\n{text}")
             }
+        }
+    }
+}
+
+/// The problem the plan readers of [`plan_files`] read plans for: four buffers, two of
+/// them live together, one with alignment 8.
+fn plan_files_problem() -> Problem {
+    csv::read_problem(
+        "id,lower,upper,size,alignment\na,0,2,16,8\nb,1,3,8,\nc,2,4,24,\nd,3,5,0,\n",
+        "fixed.csv",
+    )
+    .expect("the fixed problem reads")
+}
+
+/// Fuzzes the readers of plans and of memory-operation sequences with arbitrary text:
+/// the plan JSON reader and the solution CSV reader (for a fixed problem), and the
+/// memory-operation reader. Errors must carry a message (and, for CSV, a line); a plan
+/// read must go through [`checker::check`] without panicking, and one judged valid must
+/// sit inside the arena the checker computes; a sequence read must give a problem whose
+/// plans by `best-of` pass the checker.
+pub fn plan_files(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let problem = plan_files_problem();
+    let judge = |plan: crate::plan::Plan, problem: &Problem| {
+        let report = checker::check(problem, &plan);
+        if report.is_valid() {
+            let arena = report.arena_bytes.expect("a valid plan has an arena");
+            for (buffer, &offset) in problem.buffers().iter().zip(&plan.offsets) {
+                if plan.extents.is_none() {
+                    assert!(
+                        offset
+                            .checked_add(buffer.size)
+                            .is_some_and(|end| end <= arena),
+                        "valid plan with '{}' outside its arena",
+                        buffer.name
+                    );
+                }
+            }
+        }
+    };
+    match json::read_plan_json(&text, "fuzz.json", &problem) {
+        Ok(plan) => judge(plan, &problem),
+        Err(error) => assert!(!error.to_string().is_empty(), "empty JSON error"),
+    }
+    match csv::read_solution_aligned(&text, "fuzz.csv", &problem) {
+        Ok((plan, aligned)) => judge(plan, &aligned),
+        Err(error) => {
+            assert!(!error.message.is_empty(), "empty error message: {error:?}");
+            assert!(error.line >= 1, "error without a line: {error:?}");
+        }
+    }
+    match memops::read_problem(&text, "fuzz.memops") {
+        Ok(problem) => {
+            if problem.len() <= MAX_PLANNED_BUFFERS {
+                if let Ok(plan) = planner::Planner::plan(&planner::BestOf, &problem) {
+                    let report = checker::check(&problem, &plan);
+                    assert!(
+                        report.is_valid(),
+                        "best-of made an invalid plan of a memory-operation sequence: {:?}",
+                        report.violations
+                    );
+                }
+            }
+        }
+        Err(error) => {
+            assert!(!error.message.is_empty(), "empty error message: {error:?}");
+            assert!(error.line >= 1, "error without a line: {error:?}");
         }
     }
 }

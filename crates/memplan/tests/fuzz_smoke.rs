@@ -202,3 +202,30 @@ proptest! {
         csv_reader(text.as_bytes());
     }
 }
+
+/// [`memplan::fuzzing::plan_files`] on its seeds (`fuzz/seeds/plan_files`) and every
+/// truncation and many byte changes of them.
+#[test]
+fn plan_files_seeds_and_mutations() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/plan_files");
+    let mut seeds: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    seeds.sort();
+    assert!(seeds.len() >= 3);
+    for path in seeds {
+        let bytes = std::fs::read(&path).unwrap();
+        memplan::fuzzing::plan_files(&bytes);
+        for cut in 0..bytes.len() {
+            memplan::fuzzing::plan_files(&bytes[..cut]);
+        }
+        for (i, replacement) in
+            (0..bytes.len()).zip([b'0', b'-', b',', b'"', b'9', b'}'].iter().cycle())
+        {
+            let mut changed = bytes.clone();
+            changed[i] = *replacement;
+            memplan::fuzzing::plan_files(&changed);
+        }
+    }
+}
