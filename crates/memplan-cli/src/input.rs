@@ -298,7 +298,7 @@ pub fn exclusive_plan_all_orders(path: &Path, summary: &json::PlanSummary) -> Re
 /// for a solution CSV.
 pub fn read_plan_summary(path: &Path) -> Result<Option<json::PlanSummary>> {
     let text = read_text(path)?;
-    if !text.trim_start().starts_with('{') {
+    if !memplan::io::is_json(&text) {
         return Ok(None);
     }
     Ok(Some(json::read_plan_summary(
@@ -325,7 +325,8 @@ pub fn exclusive_plan_rules(path: &Path, summary: &json::PlanSummary) -> Result<
     }
 }
 
-/// Reads a plan for `problem`: plan JSON when the file starts with `{`, else a solution CSV.
+/// Reads a plan for `problem`: plan JSON when the file starts with `{` (or `[`, refused
+/// as JSON), else a solution CSV.
 ///
 /// Returns the plan and the problem to check it against: `problem` with every buffer's
 /// alignment raised to what the plan records (a plan JSON's `alignment`, a solution
@@ -333,7 +334,7 @@ pub fn exclusive_plan_rules(path: &Path, summary: &json::PlanSummary) -> Result<
 pub fn read_plan(path: &Path, problem: &Problem, alignment: u64) -> Result<(Plan, Problem)> {
     let text = read_text(path)?;
     let source = path.display().to_string();
-    if text.trim_start().starts_with('{') {
+    if memplan::io::is_json(&text) {
         let plan = json::read_plan_json(&text, &source, problem)?;
         let aligned = problem
             .with_alignment(alignment.max(1))

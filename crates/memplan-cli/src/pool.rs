@@ -114,6 +114,20 @@ pub struct TrainArgs {
     /// Number of the first iteration of a `.bin` trace (bin files carry no numbers).
     #[arg(long, default_value_t = 1)]
     first_iteration: u64,
+    /// A free of an id the trace never allocated: an error (the trace is incomplete), or
+    /// skipped, for a trace cut from a running process whose earlier allocations it
+    /// does not hold.
+    #[arg(long, value_enum, default_value_t = ForeignFreesArg::Error)]
+    foreign_frees: ForeignFreesArg,
+}
+
+/// `--foreign-frees`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ForeignFreesArg {
+    /// An error naming the line or record.
+    Error,
+    /// Counted and left out.
+    Skip,
 }
 
 /// How to replay.
@@ -252,7 +266,17 @@ pub fn run(command: PoolCommand) -> Result<ExitCode> {
 }
 
 fn read_trace(path: &Path, args: &TrainArgs) -> Result<Trace> {
-    Ok(Trace::read(path, args.first_iteration)?)
+    let foreign_frees = match args.foreign_frees {
+        ForeignFreesArg::Error => memplan_pool::ForeignFrees::Error,
+        ForeignFreesArg::Skip => memplan_pool::ForeignFrees::Skip,
+    };
+    Ok(Trace::read(
+        path,
+        memplan_pool::ReadOptions {
+            first_iteration: args.first_iteration,
+            foreign_frees,
+        },
+    )?)
 }
 
 fn options(trace: &Trace, args: &TrainArgs) -> Result<TrainOptions> {
@@ -411,7 +435,14 @@ fn spawn_child(trace: &Path, allocator: AllocatorKind, args: &ReplayArgs) -> Res
         .args(["--class-interval", &args.train.class_interval.to_string()])
         .args(["--order", args.train.order.to_possible_value_name()])
         .args(["--min-size", &args.train.min_size.to_string()])
-        .args(["--first-iteration", &args.train.first_iteration.to_string()]);
+        .args(["--first-iteration", &args.train.first_iteration.to_string()])
+        .args([
+            "--foreign-frees",
+            match args.train.foreign_frees {
+                ForeignFreesArg::Error => "error",
+                ForeignFreesArg::Skip => "skip",
+            },
+        ]);
     if args.train.no_pack {
         command.arg("--no-pack");
     }
@@ -793,17 +824,24 @@ fn steps(trace: &Trace) -> Result<(Vec<IterationSteps>, usize)> {
 fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<ReplayReport> {
     let trace = read_trace(path, &args.train)?;
     let (replay, slots) = steps(&trace)?;
-    let pool_plan: Option<Plan> =
-        match (kind, &args.plan) {
-            (AllocatorKind::Pool, Some(plan_path)) => {
-                let text = memplan::io::file::read_text(plan_path)?;
-                Some(serde_json::from_str::<Plan>(&text).with_context(|| {
+    let pool_plan: Option<Plan> = match (kind, &args.plan) {
+        (AllocatorKind::Pool, Some(plan_path)) => {
+            let text = memplan::io::file::read_text(plan_path)?;
+            let text = memplan::io::json_object(&text).map_err(|found| {
+                    anyhow::anyhow!(
+                        "'{}': the top level is {found}; a pool plan JSON is one object, as `memplan pool train -f json` writes it",
+                        plan_path.display()
+                    )
+                })?;
+            Some(
+                serde_json::from_str::<Plan>(text).with_context(|| {
                     format!("'{}' is not a pool plan JSON", plan_path.display())
-                })?)
-            }
-            (AllocatorKind::Pool, None) => Some(train(&trace, &options(&trace, &args.train)?)?),
-            _ => None,
-        };
+                })?,
+            )
+        }
+        (AllocatorKind::Pool, None) => Some(train(&trace, &options(&trace, &args.train)?)?),
+        _ => None,
+    };
     // Only the compact steps stay in memory during the replay; the C heap gives back what
     // reading the trace used, so that every allocator starts from the same footprint.
     drop(trace);

@@ -98,6 +98,12 @@ pub fn read_graph_json(text: &str, source: &str) -> Result<Graph, JsonGraphError
         location,
         message,
     };
+    let text = memplan::io::json_object(text).map_err(|found| {
+        fail(
+            "line 1".into(),
+            format!("the top level is {found}; a graph JSON is one object with \"values\" and \"nodes\" (see doc/graph-json.md)"),
+        )
+    })?;
     let file: FileGraph = serde_json::from_str(text).map_err(|e| {
         let message = e.to_string();
         // serde_json appends " at line L column C"; move it to the location.

@@ -131,6 +131,10 @@ pub enum PlatformError {
 impl Platform {
     /// Parses a platform JSON; `source` names the file in errors.
     pub fn parse(text: &str, source: &str) -> Result<Platform, PlatformError> {
+        let text = memplan::io::json_object(text).map_err(|found| PlatformError::Json {
+            source_name: source.to_string(),
+            message: format!("the top level is {found}, not an object"),
+        })?;
         let file: PlatformFile = serde_json::from_str(text).map_err(|e| PlatformError::Json {
             source_name: source.to_string(),
             message: e.to_string(),

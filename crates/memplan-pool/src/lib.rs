@@ -29,5 +29,5 @@ pub mod trace;
 pub mod train;
 
 pub use pool::{Pool, PoolError, PoolOptions, PoolStats, Source};
-pub use trace::{Event, Iteration, Op, Trace, TraceError};
+pub use trace::{Event, ForeignFrees, Iteration, Op, ReadOptions, Trace, TraceError};
 pub use train::{train, Order, Plan, Stats, TrainError, TrainOptions, DEFAULT_CLASS_INTERVAL};

@@ -14,11 +14,12 @@
 //!   every `P` records (one iteration when there is no such period shorter than the file).
 //!
 //! Every trace is validated when read: an allocation's id must not be live, a free must
-//! name a live id (and, in CSV, carry its size; a free of an id the trace never
-//! allocated is of an allocation made before the trace began: it is counted in
-//! [`Trace::foreign_frees`] and left out), sizes of allocations are at least 1 and
-//! alignments are powers of two. Errors name the file, the line (CSV) or record (bin) and
-//! the field.
+//! name a live id (and, in CSV, carry its size), sizes of allocations are at least 1 and
+//! alignments are powers of two. A free of an id the trace never allocated is an error
+//! too, unless the reader is told ([`ForeignFrees::Skip`]) that the trace was cut from a
+//! running process, where such a free releases an allocation made before the recording
+//! began: then it is counted in [`Trace::foreign_frees`] and left out. Errors name the
+//! file, the line (CSV) or record (bin) and the field.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -71,6 +72,26 @@ pub struct Trace {
     /// Frees of ids never allocated in the trace (allocated before it began), left out
     /// of `events`.
     pub foreign_frees: u64,
+}
+
+/// What a free of an id the trace never allocated means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForeignFrees {
+    /// An error naming the line or record (the default): the trace is incomplete.
+    #[default]
+    Error,
+    /// The free releases an allocation made before the recording began (a trace cut from
+    /// a running process): it is counted in [`Trace::foreign_frees`] and left out.
+    Skip,
+}
+
+/// How a trace file is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Number of the first iteration of a `.bin` trace (bin files carry no numbers).
+    pub first_iteration: u64,
+    /// What a free of an id the trace never allocated means.
+    pub foreign_frees: ForeignFrees,
 }
 
 /// Where in a trace file something is wrong.
@@ -140,6 +161,7 @@ struct Builder {
     seen: std::collections::HashSet<u64>,
     current: Option<u64>,
     start: usize,
+    foreign: ForeignFrees,
 }
 
 impl Builder {
@@ -184,6 +206,15 @@ impl Builder {
             Op::Free => {
                 let Some((size, align)) = self.live.remove(&event.id) else {
                     if !self.seen.contains(&event.id) {
+                        if self.foreign == ForeignFrees::Error {
+                            return Err((
+                                "id",
+                                format!(
+                                    "free of id {}, which the trace never allocated; if the trace was cut from a running process, read it with foreign frees skipped (`--foreign-frees skip`)",
+                                    event.id
+                                ),
+                            ));
+                        }
                         self.trace.foreign_frees += 1;
                         return Ok(());
                     }
@@ -230,22 +261,33 @@ pub const MAX_TRACE_BYTES: u64 = 4 << 30;
 
 impl Trace {
     /// Reads a trace file, choosing the format by extension (`.bin` is a replay stream,
-    /// anything else CSV). Bin iterations are numbered from `first_iteration`.
-    pub fn read(path: &Path, first_iteration: u64) -> Result<Trace, TraceError> {
+    /// anything else CSV).
+    pub fn read(path: &Path, options: ReadOptions) -> Result<Trace, TraceError> {
         use memplan::io::file;
         let failed = |e: file::FileError| error(path, Location::File, None, e.to_string());
         if path.extension().is_some_and(|ext| ext == "bin") {
             let bytes = file::read_bytes(path, MAX_TRACE_BYTES).map_err(failed)?;
-            Trace::from_bin(path, &bytes, first_iteration)
+            Trace::from_bin_with(path, &bytes, options)
         } else {
             let text = file::read_text_capped(path, MAX_TRACE_BYTES).map_err(failed)?;
-            Trace::from_csv(path, &text)
+            Trace::from_csv_with(path, &text, options.foreign_frees)
         }
     }
 
-    /// Parses CSV `text` (see the module documentation); `path` names it in errors.
+    /// Parses CSV `text` (see the module documentation); `path` names it in errors. A
+    /// free of an id the trace never allocated is an error.
     pub fn from_csv(path: &Path, text: &str) -> Result<Trace, TraceError> {
-        let mut lines = text.lines().enumerate();
+        Trace::from_csv_with(path, text, ForeignFrees::Error)
+    }
+
+    /// [`Trace::from_csv`], with frees of ids the trace never allocated handled as
+    /// `foreign` says.
+    pub fn from_csv_with(
+        path: &Path,
+        text: &str,
+        foreign: ForeignFrees,
+    ) -> Result<Trace, TraceError> {
+        let mut lines = memplan::io::strip_bom(text).lines().enumerate();
         let Some((_, header)) = lines.next() else {
             return Err(error(
                 path,
@@ -271,7 +313,10 @@ impl Trace {
         let seq_col = column("seq");
         let align_col = column("align");
 
-        let mut builder = Builder::default();
+        let mut builder = Builder {
+            foreign,
+            ..Builder::default()
+        };
         let mut last_seq: Option<u64> = None;
         for (index, line) in lines {
             let line_no = index + 1;
@@ -352,7 +397,26 @@ impl Trace {
     }
 
     /// Parses a replay stream (see the module documentation); `path` names it in errors.
+    /// Iterations are numbered from `first_iteration`; a free of an id the stream never
+    /// allocated is an error.
     pub fn from_bin(path: &Path, bytes: &[u8], first_iteration: u64) -> Result<Trace, TraceError> {
+        Trace::from_bin_with(
+            path,
+            bytes,
+            ReadOptions {
+                first_iteration,
+                foreign_frees: ForeignFrees::Error,
+            },
+        )
+    }
+
+    /// [`Trace::from_bin`] with the options of [`Trace::read`].
+    pub fn from_bin_with(
+        path: &Path,
+        bytes: &[u8],
+        options: ReadOptions,
+    ) -> Result<Trace, TraceError> {
+        let first_iteration = options.first_iteration;
         const RECORD: usize = 16;
         if bytes.len() % RECORD != 0 {
             return Err(error(
@@ -377,7 +441,10 @@ impl Trace {
             .collect();
         let sizes: Vec<u64> = records.iter().map(|r| r.0).collect();
         let period = period(&sizes);
-        let mut builder = Builder::default();
+        let mut builder = Builder {
+            foreign: options.foreign_frees,
+            ..Builder::default()
+        };
         for (index, &(size, id)) in records.iter().enumerate() {
             let op = if size == 0 { Op::Free } else { Op::Alloc };
             let iteration = (index / period) as u64;

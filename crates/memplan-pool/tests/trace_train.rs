@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use memplan_pool::trace::{period, Location};
-use memplan_pool::{train, Op, Order, Pool, PoolOptions, Trace, TrainOptions};
+use memplan_pool::{train, Op, Order, Pool, PoolOptions, ReadOptions, Trace, TrainOptions};
 use proptest::prelude::*;
 
 fn csv(text: &str) -> Result<Trace, memplan_pool::TraceError> {
@@ -25,8 +25,19 @@ fn csv_reads_iterations_and_defaults() {
         "a free carries its allocation's alignment"
     );
     assert_eq!(trace.events[2].align, 16);
-    let trace = csv("op,size,id\nfree,8,7\nalloc,1,1\n").unwrap();
+    let foreign = "op,size,id\nalloc,1,1\nfree,8,7\n";
+    let e = csv(foreign).unwrap_err();
+    assert_eq!((e.location, e.field), (Location::Line(3), Some("id")));
+    assert!(e.to_string().contains("never allocated"), "{e}");
+    let trace = Trace::from_csv_with(
+        Path::new("t.csv"),
+        foreign,
+        memplan_pool::ForeignFrees::Skip,
+    )
+    .unwrap();
     assert_eq!((trace.events.len(), trace.foreign_frees), (1, 1));
+    let e = Trace::from_bin(Path::new("t.bin"), &bin(&[(8, 1), (0, 2)]), 0).unwrap_err();
+    assert_eq!((e.location, e.field), (Location::Record(1), Some("id")));
 }
 
 #[test]
@@ -315,10 +326,21 @@ fn real_traces_read_and_plan() {
         eprintln!("skipping: ../shared not found");
         return;
     }
-    let bin = Trace::read(&dir.join("resnet18_b8_replay_iters1-5.bin"), 1).unwrap();
+    let bin = Trace::read(
+        &dir.join("resnet18_b8_replay_iters1-5.bin"),
+        ReadOptions {
+            first_iteration: 1,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
     assert_eq!(bin.iterations.len(), 5);
     assert_eq!(bin.iterations[0].events.len(), 21902);
-    let csv = Trace::read(&dir.join("resnet18_b8_iters0-5_ge32KiB.csv"), 0).unwrap();
+    let csv = Trace::read(
+        &dir.join("resnet18_b8_iters0-5_ge32KiB.csv"),
+        ReadOptions::default(),
+    )
+    .unwrap();
     assert_eq!(csv.iterations.len(), 6);
     for trace in [&bin, &csv] {
         let plan = train(
@@ -339,12 +361,21 @@ fn real_traces_read_and_plan() {
             assert!(hit * 100 >= requests * 99, "{hits:?}");
         }
     }
-    for name in [
-        "resnet18_b8_iter2_all_calls.csv",
-        "resnet18_b8_profiler_tensors_iter0-2.csv",
-    ] {
-        Trace::read(&dir.join(name), 0).unwrap();
-    }
+    // The profiler's file holds every allocation it frees; the shim's single iteration
+    // frees objects allocated before the recording began.
+    Trace::read(
+        &dir.join("resnet18_b8_profiler_tensors_iter0-2.csv"),
+        ReadOptions::default(),
+    )
+    .unwrap();
+    let all_calls = dir.join("resnet18_b8_iter2_all_calls.csv");
+    let e = Trace::read(&all_calls, ReadOptions::default()).unwrap_err();
+    assert_eq!(e.field, Some("id"), "{e}");
+    let skipped = ReadOptions {
+        foreign_frees: memplan_pool::ForeignFrees::Skip,
+        ..ReadOptions::default()
+    };
+    assert!(Trace::read(&all_calls, skipped).unwrap().foreign_frees > 0);
 }
 
 #[test]

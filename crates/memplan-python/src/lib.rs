@@ -587,7 +587,7 @@ fn planners() -> Vec<(String, String)> {
 #[pyo3(signature = (text, problem, source = "<string>"))]
 fn read_plan(text: &str, problem: &Problem, source: &str) -> PyResult<PlanResult> {
     let core = &problem.inner;
-    let (plan, planner) = if text.trim_start().starts_with('{') {
+    let (plan, planner) = if memplan::io::is_json(text) {
         let summary = json::read_plan_summary(text, source).map_err(input_error)?;
         (
             json::read_plan_json(text, source, core).map_err(input_error)?,

@@ -195,11 +195,24 @@ struct BufferIn {
     extents: Option<Vec<ExtentJson>>,
 }
 
+/// The text of a plan JSON (BOM removed), or an error when its top level is not an object.
+fn plan_object<'a>(text: &'a str, source: &str) -> Result<&'a str, JsonError> {
+    super::json_object(text).map_err(|found| JsonError {
+        source: source.to_string(),
+        line: Some(1),
+        column: None,
+        message: format!(
+            "the top level is {found}; a plan JSON is one object with \"arena_bytes\" and \"buffers\", as `memplan plan -f json` writes it"
+        ),
+    })
+}
+
 /// Reads what a plan JSON says besides the plan: its `planner`, `lower_bound_bytes`,
 /// `alignment` (0 and empty when absent) and every further top-level key in
 /// [`PlanSummary::extra`]. Tools use it to learn which problem a plan was made for (an
 /// `exclusive` plan records its `exclusive_rules`) before reading the plan itself.
 pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonError> {
+    let text = plan_object(text, source)?;
     let value: Value = serde_json::from_str(text).map_err(|e| JsonError {
         source: source.to_string(),
         line: (e.line() > 0).then_some(e.line()),
@@ -246,6 +259,7 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
         column: None,
         message,
     };
+    let text = plan_object(text, source)?;
     let parsed: PlanIn = serde_json::from_str(text).map_err(|e| {
         let (line, column) = (e.line(), e.column());
         let full = e.to_string();
