@@ -48,6 +48,7 @@ pub mod npu;
 mod placement;
 pub mod search;
 pub mod strip;
+mod sweep;
 mod tflm_greedy;
 mod zero_size;
 
