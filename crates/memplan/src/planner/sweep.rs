@@ -140,15 +140,13 @@ impl Arena {
         if offset > lo {
             self.gaps.remove(&(offset - lo, lo));
         }
-        match self.occupied.range(end..).next().map(|(&next, _)| next) {
-            Some(next) => {
-                if next > end {
-                    self.gaps.remove(&(next - end, end));
-                }
-                self.gaps.insert((next - lo, lo));
+        // Without a next live range it was the top: the freed interval and the gap below
+        // it join the space above.
+        if let Some(next) = self.occupied.range(end..).next().map(|(&next, _)| next) {
+            if next > end {
+                self.gaps.remove(&(next - end, end));
             }
-            // It was the top: the freed interval and the gap below it join the space above.
-            None => {}
+            self.gaps.insert((next - lo, lo));
         }
     }
 }
