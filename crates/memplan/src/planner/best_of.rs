@@ -31,6 +31,18 @@ pub const CANDIDATES: [&dyn Planner; 6] = [
 /// calling thread: each takes well under a millisecond, less than starting threads costs.
 pub const PARALLEL_FROM: usize = 1000;
 
+/// From this many buffers on, [`run_all`] and [`run_until`] run only the candidates of
+/// [`AT_SCALE`]. The other five place every buffer against the `k` placed buffers live
+/// with it (`O(n · k)` in all): on a random problem of 100,000 buffers with 20,000 live at
+/// once they took 233 s together, against well under a second for the chronological
+/// order's sweep. Every benchmark file of the suites (at most 62,185 buffers) is below it.
+pub const SCALE_FROM: usize = 100_000;
+
+/// The candidates run from [`SCALE_FROM`] buffers on (indices into [`CANDIDATES`]):
+/// `greedy-chronological`, which on problems without gaps, conflict pairs and fixed
+/// offsets is a sweep over time in `O(n log n)` (doc/planners.md).
+pub const AT_SCALE: [usize; 1] = [5];
+
 /// One planner's run inside [`run_all`].
 #[derive(Clone, Debug)]
 pub struct Attempt {
@@ -49,7 +61,8 @@ impl Attempt {
     }
 }
 
-/// Runs every planner of [`CANDIDATES`] on `problem`, in parallel on up to
+/// Runs every planner of [`CANDIDATES`] (from [`SCALE_FROM`] buffers, those of
+/// [`AT_SCALE`] only) on `problem`, in parallel on up to
 /// [`std::thread::available_parallelism`] scoped threads (each takes the next candidate
 /// not yet started), and returns their attempts in [`CANDIDATES`] order, whatever the order
 /// in which they finished. Problems of fewer than [`PARALLEL_FROM`] buffers are planned on
@@ -76,10 +89,12 @@ pub fn run_until(problem: &Problem, deadline: Instant) -> Vec<Attempt> {
 
 fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> {
     const ALL_ORDER: [usize; 6] = [0, 1, 2, 3, 4, 5];
-    let order = if deadline.is_some() {
-        UNTIL_ORDER
+    let order: &[usize] = if problem.len() >= SCALE_FROM {
+        &AT_SCALE
+    } else if deadline.is_some() {
+        &UNTIL_ORDER
     } else {
-        ALL_ORDER
+        &ALL_ORDER
     };
     let workers = if problem.len() < PARALLEL_FROM {
         1
@@ -155,7 +170,8 @@ pub fn winner(attempts: &[Attempt]) -> Result<usize, PlanError> {
 /// `best-of`: runs every greedy planner and keeps the smallest arena.
 ///
 /// Runs the six greedy planners of [`CANDIDATES`] (not `naive`) in parallel on scoped
-/// threads and returns the plan with the smallest arena. Ties go to the planner listed
+/// threads and returns the plan with the smallest arena. From [`SCALE_FROM`] buffers it
+/// runs only [`AT_SCALE`] (`greedy-chronological`), the one that scales. Ties go to the planner listed
 /// first in [`CANDIDATES`] (first-fit, best-fit, spatial, temporal, breadth,
 /// chronological), so the result
 /// is deterministic whatever the thread timing. If every planner fails, the error of the

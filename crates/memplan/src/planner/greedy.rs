@@ -168,6 +168,10 @@ impl Planner for Temporal {
 /// the idealloc file S_1 (28,526 buffers) it comes within 0.71 % of max-live, where the
 /// size orders stay 1.6 % above (doc/search.md).
 ///
+/// On problems without gaps, conflict pairs and fixed offsets it runs as a sweep over time
+/// (`sweep.rs`, `O(n log n)`: the placed buffers live with the next one are exactly those
+/// live at its start), with the same plan as the placement engine.
+///
 /// ```text
 ///  order:  ┌──────────1st──────────┐
 ///             ┌──────2nd──────┐
@@ -188,6 +192,12 @@ impl Planner for Chronological {
         let order = order_by(problem, |b| {
             (b.lifetime.start, Reverse(b.lifetime.end), Reverse(b.size))
         });
+        // Without gaps, conflict pairs and fixed offsets, the buffers live together with
+        // the next one are exactly those live at its start: the sweep gives the engine's
+        // plan in O(n log n).
+        if super::sweep::applies(problem) {
+            return super::sweep::best_fit_in_start_order(problem, order);
+        }
         plan_in_order(problem, order, Fit::Best)
     }
 }

@@ -13,7 +13,7 @@
 //! | `greedy-temporal` | lifetime length ↓, size ↓ | smallest that fits (XLA) |
 //! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
 //! | `greedy-chronological` | lifetime start ↑, end ↓, size ↓ | smallest that fits (allocation order) |
-//! | `best-of` | the six greedy planners in parallel | smallest arena wins |
+//! | `best-of` | the six greedy planners in parallel (from 100,000 buffers, the chronological one only) | smallest arena wins |
 //! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
 //! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
@@ -28,7 +28,10 @@
 //! the ranges live together with the next buffer come as `O(log n)` sorted runs of `k`
 //! ranges in all, merged in `O(k log log n)` and scanned for gaps. Buffers with a fixed
 //! offset are placed first, at it; alignment, explicit conflict pairs and gaps are
-//! honoured; an arena beyond 2^64 is [`PlanError::ArenaOverflow`].
+//! honoured; an arena beyond 2^64 is [`PlanError::ArenaOverflow`]. `greedy-chronological`
+//! skips the engine on problems without gaps, conflict pairs and fixed offsets: there the
+//! placed buffers live with the next one are those live at its start, and a sweep over
+//! time (`sweep.rs`) gives the same plan in `O(n log n)`.
 //!
 //! Zero-size buffers ([`crate::Buffer`]) occupy nothing: every planner puts one at its fixed
 //! offset, or at 0, and places the other buffers exactly as it would without them. The
@@ -48,6 +51,7 @@ pub mod npu;
 mod placement;
 pub mod search;
 pub mod strip;
+mod sweep;
 mod tflm_greedy;
 mod zero_size;
 

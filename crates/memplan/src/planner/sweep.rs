@@ -1,0 +1,262 @@
+//! Best-fit in allocation order by a sweep over time: `greedy-chronological` in
+//! `O(n log n)`.
+//!
+//! When buffers are placed by lifetime start (ascending), every buffer placed before `x`
+//! starts at or before `x`'s start `s`, so the placed buffers live together with `x` are
+//! exactly those still live at `s` (end `> s`), provided no buffer has gaps in its lifetime
+//! and there are no conflict pairs and no fixed offsets. The placement engine would gather
+//! those ranges (`k` of them: with 20,000 buffers live at once, 20,000 per placement);
+//! the sweep instead keeps them, and the free intervals between them, up to date as an
+//! allocator does:
+//!
+//! - `occupied`: the live buffers' address ranges by offset (disjoint: the plan is valid);
+//! - `gaps`: the maximal free intervals below the highest live end, by `(length, start)`;
+//! - `expiry`: the live buffers by end, a min-heap; before placing a buffer starting at
+//!   `s`, every buffer ending at or before `s` is freed and its interval merged with its
+//!   free neighbours.
+//!
+//! Best-fit picks the gap leaving the least room above the aligned buffer, ties to the
+//! lowest offset, else goes on top of the highest live end (aligned): the same choice as
+//! the engine's scan over the same free intervals, so the plan is the engine's, offset for
+//! offset (tests compare them). With alignment 1 the first gap of length `>= size` in
+//! `(length, start)` order is the answer; with alignment, gaps are read in that order
+//! while their length minus the worst padding could still beat the best room found.
+//! Each placement and each free costs `O(log n)` (plus, with alignment, the gaps read).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use super::PlanError;
+use crate::plan::Plan;
+use crate::problem::Problem;
+
+/// True when the sweep gives the engine's plan for an order by lifetime start: no gaps, no
+/// conflict pairs, no fixed offsets, and no arithmetic can overflow (the sum of every
+/// size plus its worst alignment padding fits in 64 bits, and bounds every offset + size).
+pub(crate) fn applies(problem: &Problem) -> bool {
+    if !problem.conflicts().is_empty() {
+        return false;
+    }
+    let mut total: u64 = 0;
+    for b in problem.buffers() {
+        if !b.gaps.is_empty() || b.fixed_offset.is_some() {
+            return false;
+        }
+        let Some(t) = b
+            .size
+            .checked_add(b.alignment.saturating_sub(1))
+            .and_then(|x| total.checked_add(x))
+        else {
+            return false;
+        };
+        total = t;
+    }
+    true
+}
+
+/// Free intervals and live buffers of the sweep; see the module documentation.
+#[derive(Default)]
+struct Arena {
+    /// Live ranges: start -> end.
+    occupied: BTreeMap<u64, u64>,
+    /// Free intervals below the top, as (length, start).
+    gaps: BTreeSet<(u64, u64)>,
+}
+
+impl Arena {
+    fn top(&self) -> u64 {
+        self.occupied.last_key_value().map_or(0, |(_, &hi)| hi)
+    }
+
+    /// The best-fit offset for `size` bytes aligned to `alignment` (size > 0).
+    fn find(&self, size: u64, alignment: u64) -> u64 {
+        // (room above the buffer, offset)
+        let mut best: Option<(u64, u64)> = None;
+        for &(len, start) in self.gaps.range((size, 0)..) {
+            let slack = alignment - 1;
+            if let Some((room, _)) = best {
+                if len - size > room.saturating_add(slack) {
+                    break;
+                }
+            }
+            let offset = start.next_multiple_of(alignment);
+            if offset + size <= start + len {
+                let room = start + len - (offset + size);
+                if best.map_or(true, |b| (room, offset) < b) {
+                    best = Some((room, offset));
+                }
+            }
+            if alignment == 1 {
+                break;
+            }
+        }
+        match best {
+            Some((_, offset)) => offset,
+            None => self.top().next_multiple_of(alignment),
+        }
+    }
+
+    /// Occupies `[offset, offset + size)`, inside a gap or at or above the top.
+    fn occupy(&mut self, offset: u64, size: u64) {
+        let end = offset + size;
+        let top = self.top();
+        if offset >= top {
+            if offset > top {
+                self.gaps.insert((offset - top, top));
+            }
+        } else {
+            // The gap holding it: the free interval starting at the previous live end (or
+            // 0) and ending at the next live start.
+            let lo = self
+                .occupied
+                .range(..=offset)
+                .next_back()
+                .map_or(0, |(_, &hi)| hi);
+            let hi = self
+                .occupied
+                .range(offset..)
+                .next()
+                .map_or(u64::MAX, |(&lo, _)| lo);
+            debug_assert!(lo <= offset && end <= hi && hi != u64::MAX);
+            self.gaps.remove(&(hi - lo, lo));
+            if offset > lo {
+                self.gaps.insert((offset - lo, lo));
+            }
+            if hi > end {
+                self.gaps.insert((hi - end, end));
+            }
+        }
+        self.occupied.insert(offset, end);
+    }
+
+    /// Frees the live range starting at `offset`.
+    fn free(&mut self, offset: u64) {
+        let end = self.occupied.remove(&offset).expect("a live range");
+        let lo = self
+            .occupied
+            .range(..offset)
+            .next_back()
+            .map_or(0, |(_, &hi)| hi);
+        if offset > lo {
+            self.gaps.remove(&(offset - lo, lo));
+        }
+        // Without a next live range it was the top: the freed interval and the gap below
+        // it join the space above.
+        if let Some(next) = self.occupied.range(end..).next().map(|(&next, _)| next) {
+            if next > end {
+                self.gaps.remove(&(next - end, end));
+            }
+            self.gaps.insert((next - lo, lo));
+        }
+    }
+}
+
+/// Places `order` (every buffer once, sorted by lifetime start ascending) best-fit; the
+/// caller has checked [`applies`].
+pub(crate) fn best_fit_in_start_order(
+    problem: &Problem,
+    order: impl IntoIterator<Item = u32>,
+) -> Result<Plan, PlanError> {
+    let buffers = problem.buffers();
+    let mut offsets = vec![0u64; buffers.len()];
+    let mut arena = Arena::default();
+    let mut expiry: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut last_start = 0;
+    for id in order {
+        let b = &buffers[id as usize];
+        debug_assert!(b.lifetime.start >= last_start, "order by lifetime start");
+        last_start = b.lifetime.start;
+        if b.size == 0 {
+            continue;
+        }
+        while let Some(&Reverse((end, offset))) = expiry.peek() {
+            if end > b.lifetime.start {
+                break;
+            }
+            expiry.pop();
+            arena.free(offset);
+        }
+        let offset = arena.find(b.size, b.alignment.max(1));
+        arena.occupy(offset, b.size);
+        expiry.push(Reverse((b.lifetime.end, offset)));
+        offsets[id as usize] = offset;
+    }
+    Plan::new(problem, offsets).ok_or(PlanError::ArenaOverflow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::check;
+    use crate::planner::placement::{plan_in_order, Fit};
+    use crate::problem::Buffer;
+    use proptest::prelude::*;
+
+    /// `greedy-chronological`'s order.
+    fn chronological(problem: &Problem) -> Vec<u32> {
+        let mut ids: Vec<u32> = (0..problem.len() as u32).collect();
+        ids.sort_unstable_by_key(|&i| {
+            let b = &problem.buffers()[i as usize];
+            (
+                b.lifetime.start,
+                Reverse(b.lifetime.end),
+                Reverse(b.size),
+                b.lifetime.start,
+                i,
+            )
+        });
+        ids
+    }
+
+    fn buffers() -> impl Strategy<Value = Vec<Buffer>> {
+        prop::collection::vec(
+            (
+                0u64..40,
+                1u64..12,
+                prop_oneof![Just(0u64), 1u64..64, 1u64..4],
+                prop_oneof![Just(1u64), Just(2), Just(8), Just(16)],
+            ),
+            0..80,
+        )
+        .prop_map(|raw| {
+            raw.into_iter()
+                .enumerate()
+                .map(|(i, (start, len, size, alignment))| {
+                    let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
+                    b.alignment = alignment;
+                    b
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn sweep_equals_the_engine(buffers in buffers()) {
+            let problem = Problem::from_buffers(buffers).unwrap();
+            prop_assert!(applies(&problem));
+            let order = chronological(&problem);
+            let engine = plan_in_order(&problem, order.iter().copied(), Fit::Best).unwrap();
+            let sweep = best_fit_in_start_order(&problem, order).unwrap();
+            prop_assert!(check(&problem, &sweep).is_valid());
+            prop_assert_eq!(sweep, engine);
+        }
+    }
+
+    #[test]
+    fn applies_only_without_gaps_conflicts_or_fixed_offsets() {
+        let plain = || vec![Buffer::new("a", 4, 0, 4), Buffer::new("b", 4, 2, 6)];
+        assert!(applies(&Problem::from_buffers(plain()).unwrap()));
+        let mut fixed = plain();
+        fixed[0].fixed_offset = Some(0);
+        assert!(!applies(&Problem::from_buffers(fixed).unwrap()));
+        let mut gapped = plain();
+        gapped[0].gaps = vec![crate::problem::Lifetime::new(1, 2).unwrap()];
+        assert!(!applies(&Problem::from_buffers(gapped).unwrap()));
+        let conflict = Problem::new(plain(), [(crate::BufferId(0), crate::BufferId(1))]).unwrap();
+        assert!(!applies(&conflict));
+        let huge = vec![Buffer::new("a", u64::MAX, 0, 4), Buffer::new("b", 4, 2, 6)];
+        assert!(!applies(&Problem::from_buffers(huge).unwrap()));
+    }
+}
