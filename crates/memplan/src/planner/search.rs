@@ -148,8 +148,10 @@ pub struct Rules {
     pub dive: bool,
     /// Once the improver's aim has reached the incumbent (every lower aim ran out of
     /// budget), its runs that are not dives search at a random cap in the top third of
-    /// the gap between the bound and the incumbent instead of just below the incumbent:
-    /// a decision at a lower cap can be far easier than one just below the incumbent.
+    /// the gap between the bound and the incumbent instead of just below the incumbent,
+    /// 21 runs per cap with budgets from 4 n doubling every 3 runs (a decision from
+    /// scratch): a decision at a lower cap can be far easier than one just below the
+    /// incumbent.
     pub probe: bool,
 }
 
@@ -1590,6 +1592,9 @@ impl<'m, 's> Worker<'m, 's> {
 /// each round of its three).
 const RUNS_PER_BUDGET: usize = 3;
 
+/// `probe`: runs per random cap (budgets 4 n to 256 n, three runs each).
+const PROBE_RUNS: u64 = 21;
+
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
 fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, role: Role) {
@@ -1663,9 +1668,10 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             } else if dive {
                 improve_cap
             } else if probing {
-                // `probe`: a random cap in the top third of the gap.
+                // `probe`: a random cap in the top third of the gap, one per episode.
                 let steps = improve_cap.saturating_sub(lower) / 3 / g;
-                let draw = mix(options.seed ^ (probes << 32) ^ role as u64);
+                let episode = probes / PROBE_RUNS;
+                let draw = mix(options.seed ^ (episode << 32) ^ role as u64);
                 improve_cap - (draw % (steps + 1)) * g
             } else {
                 // Aim `aim / 8` of the way from the bound to the incumbent: a tight cap
@@ -1690,8 +1696,15 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             } else {
                 lower
             };
+            // `probe`: each episode searches its cap like a decision from scratch, budgets
+            // 4 n, 8 n, ... doubling every 3 runs, whatever the restarts' budget has grown to.
+            let run_budget = if probing {
+                (model.n as u64).max(64) * 4 << ((probes % PROBE_RUNS) / RUNS_PER_BUDGET as u64)
+            } else {
+                budget
+            };
             probes += u64::from(probing);
-            let flow = worker.run(cap, target, budget);
+            let flow = worker.run(cap, target, run_budget);
             #[cfg(feature = "trace-search")]
             eprintln!(
                 "{:.3}s {step:?} preorder {preorder} reorder {reorder} cap {cap} budget {budget}: \
