@@ -1699,7 +1699,7 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             // `probe`: each episode searches its cap like a decision from scratch, budgets
             // 4 n, 8 n, ... doubling every 3 runs, whatever the restarts' budget has grown to.
             let run_budget = if probing {
-                (model.n as u64).max(64) * 4 << ((probes % PROBE_RUNS) / RUNS_PER_BUDGET as u64)
+                ((model.n as u64).max(64) * 4) << ((probes % PROBE_RUNS) / RUNS_PER_BUDGET as u64)
             } else {
                 budget
             };
