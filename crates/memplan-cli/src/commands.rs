@@ -50,6 +50,7 @@ fn run_search(args: &SearchArgs, problem: &Problem) -> Result<Outcome> {
         seed: args.seed,
         threads: args.threads,
         rules,
+        capacity: args.capacity,
     };
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let show = |p: search::Progress| {
@@ -351,6 +352,10 @@ pub fn plan(
                 extra.insert("search_nodes".into(), json!(search.nodes));
                 extra.insert("search_stop".into(), json!(search.stop.as_str()));
                 extra.insert("search_lower_bound".into(), json!(search.lower_bound));
+                if let Some(capacity) = extras.search.capacity {
+                    extra.insert("search_capacity".into(), json!(capacity));
+                    extra.insert("capacity_met".into(), json!(search.capacity_met));
+                }
             }
             extra.insert(
                 "planning_ms".into(),
@@ -477,6 +482,19 @@ pub fn plan(
         );
         std::fs::write(path, picture)
             .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
+    }
+    // Decision mode (`--capacity`): the exit status says whether a plan fits.
+    if let (Some(capacity), Some(search)) = (extras.search.capacity, &outcome.search) {
+        let (verdict, code) = match search.capacity_met {
+            Some(true) => ("a plan fits", 0),
+            Some(false) => ("no plan fits (proven)", 3),
+            None => ("undecided (limit reached)", 4),
+        };
+        eprintln!(
+            "search: capacity {capacity} bytes: {verdict}; arena {} bytes, bound {} bytes",
+            search.arena, search.lower_bound
+        );
+        return Ok(ExitCode::from(code));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -352,10 +352,15 @@ pub struct SearchArgs {
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// search: pruning rules to switch off or on, e.g. `-dominance,-restarts` (rules:
-    /// canonical, dominance, sections, hatless, restarts, decompose, reuse, reorder, dive, lns;
-    /// all but lns on by default).
+    /// canonical, dominance, sections, hatless, restarts, decompose, reuse, reorder, dive,
+    /// probe, lns; all but lns on by default).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub search_rules: String,
+    /// search: decision mode: find a plan with arena at most BYTES or prove that none
+    /// exists. Exit status 0 when one fits, 3 when none does (proven), 4 when the time
+    /// limit ran out first; the plan written is the best found either way.
+    #[arg(long, value_name = "BYTES")]
+    pub capacity: Option<u64>,
 }
 
 fn parse_millis(text: &str) -> Result<f64, String> {

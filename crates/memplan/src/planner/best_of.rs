@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::placement::with_deadline;
 use super::{
     Breadth, Chronological, PlanError, Planner, SizeBestFit, SizeFirstFit, Spatial, Temporal,
 };
@@ -82,7 +83,10 @@ pub const UNTIL_ORDER: [usize; 6] = [0, 4, 5, 1, 2, 3];
 /// starts only when it is expected to end by `deadline`: when the current time plus the
 /// longest time a candidate has taken so far (the time since the start while none has
 /// finished) is at most `deadline`. Returns the attempts that ran, in [`CANDIDATES`] order;
-/// the first candidate always runs. Which candidates run depends on the timing.
+/// the first candidate always runs. Which candidates run depends on the timing. A
+/// candidate still placing at `deadline` stops there and stacks its unplaced buffers on top
+/// of the placed ones (a valid, worse plan), so the call returns soon after `deadline`
+/// whatever the size of the problem.
 pub fn run_until(problem: &Problem, deadline: Instant) -> Vec<Attempt> {
     run_candidates(problem, Some(deadline))
 }
@@ -122,7 +126,11 @@ fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> 
         }
         let planner = CANDIDATES[i];
         let started = Instant::now();
-        let result = planner.plan(problem);
+        // Under a deadline a candidate cut short stacks its unplaced buffers on top.
+        let result = match deadline {
+            Some(d) => with_deadline(d, || planner.plan(problem)),
+            None => planner.plan(problem),
+        };
         let attempt = Attempt {
             planner: planner.name(),
             result,

@@ -81,6 +81,9 @@
 //! greedy run is `O(n log n + K log log T)` for `K` the total ranges read, against the
 //! `Θ(n²)` of scanning every placed buffer for every placement.
 
+use std::cell::Cell;
+use std::time::Instant;
+
 use super::PlanError;
 use crate::plan::Plan;
 use crate::problem::{Buffer, Lifetime, Problem};
@@ -764,13 +767,61 @@ pub(crate) fn plan_in_order(
         _ => Engine::new(problem),
     };
     engine.place_fixed()?;
-    for id in order {
+    let deadline = DEADLINE.with(Cell::get);
+    let mut order = order.into_iter();
+    let mut placed = 0u32;
+    for id in order.by_ref() {
         let id = id as usize;
         if !engine.is_placed(id) {
             engine.place_with(id, fit)?;
         }
+        placed = placed.wrapping_add(1);
+        if placed % DEADLINE_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+    }
+    // Past the deadline ([`with_deadline`]): the rest goes on top of everything placed,
+    // one above the other, which is valid whatever they must not share bytes with.
+    let buffers = problem.buffers();
+    let mut top = (0..buffers.len())
+        .filter(|&i| engine.placed[i])
+        .map(|i| engine.offsets[i] + buffers[i].size)
+        .max()
+        .unwrap_or(0);
+    for id in order {
+        let id = id as usize;
+        if !engine.placed[id] {
+            let offset = top
+                .checked_next_multiple_of(buffers[id].alignment)
+                .ok_or(PlanError::ArenaOverflow)?;
+            top = offset
+                .checked_add(buffers[id].size)
+                .ok_or(PlanError::ArenaOverflow)?;
+            engine.offsets[id] = offset;
+            engine.placed[id] = true;
+        }
     }
     engine.into_plan()
+}
+
+/// How many buffers [`plan_in_order`] places between two looks at the clock.
+const DEADLINE_EVERY: u32 = 1024;
+
+thread_local! {
+    /// The deadline of [`plan_in_order`] on this thread ([`with_deadline`]).
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with a deadline for the greedy planners on this thread: past it,
+/// [`plan_in_order`] stops placing buffers in its order and stacks the rest on top of the
+/// placed ones (a valid plan, worse than the complete greedy one). It looks at the clock
+/// every [`DEADLINE_EVERY`] buffers. `search` uses it for its start plan on large
+/// problems, so that its time limit covers the greedy start.
+pub(crate) fn with_deadline<T>(deadline: Instant, f: impl FnOnce() -> T) -> T {
+    let previous = DEADLINE.with(|d| d.replace(Some(deadline)));
+    let result = f();
+    DEADLINE.with(|d| d.set(previous));
+    result
 }
 
 #[cfg(test)]

@@ -146,6 +146,13 @@ pub struct Rules {
     /// with the cap just below it, for as long as each run finds one; without it, a run
     /// goes on depth-first under the tightened cap.
     pub dive: bool,
+    /// Once the improver's aim has reached the incumbent (every lower aim ran out of
+    /// budget), its runs that are not dives search at a random cap in the top third of
+    /// the gap between the bound and the incumbent instead of just below the incumbent,
+    /// 21 runs per cap with budgets from 4 n doubling every 3 runs (a decision from
+    /// scratch): a decision at a lower cap can be far easier than one just below the
+    /// incumbent.
+    pub probe: bool,
 }
 
 impl Default for Rules {
@@ -167,6 +174,7 @@ impl Rules {
         lns: true,
         reorder: true,
         dive: true,
+        probe: true,
     };
 
     /// The default: every rule but `lns` (measured: it costs the improver more nodes than
@@ -177,7 +185,7 @@ impl Rules {
     };
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "canonical",
         "dominance",
         "sections",
@@ -188,6 +196,7 @@ impl Rules {
         "lns",
         "reorder",
         "dive",
+        "probe",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -211,6 +220,7 @@ impl Rules {
                 "lns" => &mut rules.lns,
                 "reorder" => &mut rules.reorder,
                 "dive" => &mut rules.dive,
+                "probe" => &mut rules.probe,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -240,6 +250,12 @@ pub struct Search {
     pub threads: usize,
     /// The pruning rules.
     pub rules: Rules,
+    /// Decision mode: `Some(c)` asks for any plan with arena at most `c` (or the proof
+    /// that none exists) instead of the smallest arena. The search stops at the first
+    /// plan that fits ([`Stop::Capacity`]) or when its search at cap `c` is exhausted
+    /// (the bound then exceeds `c`: [`Outcome::capacity_met`] is `Some(false)`); both
+    /// threads search at cap `c`, as MiniMalloc's `--capacity` does.
+    pub capacity: Option<u64>,
 }
 
 impl Search {
@@ -250,6 +266,7 @@ impl Search {
         seed: 0,
         threads: 0,
         rules: Rules::DEFAULT,
+        capacity: None,
     };
 }
 
@@ -272,6 +289,10 @@ pub enum Stop {
     NodeLimit,
     /// The caller cancelled the run ([`Search::run_cancellable`]).
     Interrupted,
+    /// Decision mode ([`Search::capacity`]): the plan fits the capacity.
+    Capacity,
+    /// Decision mode: no plan fits the capacity (the lower bound exceeds it).
+    Infeasible,
 }
 
 impl Stop {
@@ -283,6 +304,8 @@ impl Stop {
             Stop::TimeLimit => "time-limit",
             Stop::NodeLimit => "node-limit",
             Stop::Interrupted => "interrupted",
+            Stop::Capacity => "capacity",
+            Stop::Infeasible => "infeasible",
         }
     }
 }
@@ -311,6 +334,10 @@ pub struct Outcome {
     pub stop: Stop,
     /// True when the exact search ran (false: the large-neighbourhood search).
     pub exact: bool,
+    /// Decision mode ([`Search::capacity`]): `Some(true)` when the plan fits the capacity,
+    /// `Some(false)` when no plan does (proven), `None` when undecided (time or node
+    /// limit) or not in decision mode.
+    pub capacity_met: Option<bool>,
 }
 
 /// A snapshot for progress displays.
@@ -377,6 +404,7 @@ impl Search {
         let arena = plan.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let lower = outcome.lower_bound.max(floor).min(arena);
         let proven_optimal = arena <= lower;
+        let capacity_met = decide(self.capacity, arena, lower);
         Ok(Outcome {
             plan,
             arena,
@@ -384,9 +412,12 @@ impl Search {
             lower_bound: lower,
             proven_optimal,
             stop: match outcome.stop {
+                _ if capacity_met == Some(true) => Stop::Capacity,
+                _ if capacity_met == Some(false) => Stop::Infeasible,
                 _ if proven_optimal && !outcome.proven_optimal => Stop::LowerBound,
                 stop => stop,
             },
+            capacity_met,
             ..outcome
         })
     }
@@ -415,7 +446,10 @@ impl Search {
         };
         let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let mut deadline = started + self.time_limit;
-        if !exact {
+        // Large problems whose start took (nearly) all the time: no LNS, and the start plan
+        // (a greedy plan, valid by construction like `best-of`'s) is returned unchecked.
+        let lns_time = exact || Instant::now() + self.time_limit / 8 < deadline;
+        if !exact && lns_time {
             // The LNS result is checked twice after its deadline (by the LNS and below):
             // time one check and end the LNS early enough for both, with room to spare.
             let probe = Instant::now();
@@ -431,14 +465,20 @@ impl Search {
             .max(fixed_top)
             .checked_next_multiple_of(g)
             .unwrap_or(u64::MAX);
+        // Decision mode: compacted plans' arenas are multiples of `g`, so a plan fits the
+        // capacity iff one fits its multiple of `g` at or below.
+        let capacity = self.capacity.map(|c| c - c % g);
         let shared = Shared {
             best: AtomicU64::new(start_arena),
             lower: AtomicU64::new(bound.min(start_arena)),
+            capacity,
             incumbent: Mutex::new(Incumbent {
                 offsets: start.offsets.clone(),
                 found_after: started.elapsed(),
             }),
-            done: AtomicBool::new(start_arena <= bound),
+            done: AtomicBool::new(
+                start_arena <= bound || decide(capacity, start_arena, bound).is_some(),
+            ),
             stop: Mutex::new(None),
             nodes: AtomicU64::new(0),
             started,
@@ -465,7 +505,7 @@ impl Search {
                 run_threads(roles.len(), |i| {
                     drive(problem, &model, &shared, self, roles[i])
                 });
-            } else {
+            } else if lns_time {
                 large_neighbourhood(problem, &start, &shared, self.seed, threads);
             }
         }
@@ -477,7 +517,10 @@ impl Search {
             .unwrap_or_else(|e| e.into_inner());
         let mut plan = Plan::new(problem, incumbent.offsets).ok_or(PlanError::ArenaOverflow)?;
         let mut found_after = incumbent.found_after;
-        if !check(problem, &plan).is_valid() || plan.arena_bytes != Some(best) {
+        // The start plan itself (nothing beat it) is not checked again: on 10^7 buffers a
+        // check takes seconds.
+        let improved = best < start_arena;
+        if (improved && !check(problem, &plan).is_valid()) || plan.arena_bytes != Some(best) {
             debug_assert!(false, "search produced an invalid plan");
             plan = start;
             found_after = Duration::ZERO;
@@ -485,7 +528,12 @@ impl Search {
         let arena = plan.arena_bytes.unwrap_or(start_arena);
         let proven_optimal = arena <= lower;
         let cancelled = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
-        let stop = if proven_optimal {
+        let capacity_met = decide(self.capacity, arena, lower);
+        let stop = if capacity_met == Some(true) {
+            Stop::Capacity
+        } else if capacity_met == Some(false) {
+            Stop::Infeasible
+        } else if proven_optimal {
             let recorded = *shared.stop.lock().unwrap_or_else(|e| e.into_inner());
             recorded.unwrap_or(Stop::LowerBound)
         } else if cancelled {
@@ -506,7 +554,22 @@ impl Search {
             elapsed: started.elapsed(),
             stop,
             exact,
+            capacity_met,
         })
+    }
+}
+
+/// Decision mode: whether a plan of `arena` with lower bound `lower` settles the
+/// question "is there a plan with arena at most `capacity`?" (`None`: not yet, or no
+/// capacity).
+fn decide(capacity: Option<u64>, arena: u64, lower: u64) -> Option<bool> {
+    let capacity = capacity?;
+    if arena <= capacity {
+        Some(true)
+    } else if lower > capacity {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -542,6 +605,8 @@ struct Shared<'a> {
     best: AtomicU64,
     lower: AtomicU64,
     incumbent: Mutex<Incumbent>,
+    /// Decision mode: the capacity, rounded down to a multiple of `g`.
+    capacity: Option<u64>,
     done: AtomicBool,
     stop: Mutex<Option<Stop>>,
     nodes: AtomicU64,
@@ -570,6 +635,13 @@ impl Shared<'_> {
         }
     }
 
+    /// The arena at which the search is done: the lower bound, or the capacity in
+    /// decision mode when it is higher.
+    fn goal(&self) -> u64 {
+        let lower = self.lower.load(Ordering::Relaxed);
+        self.capacity.map_or(lower, |c| c.max(lower))
+    }
+
     /// Raises the lower bound to `lower`.
     fn raise(&self, lower: u64) {
         self.lower.fetch_max(lower, Ordering::Relaxed);
@@ -578,7 +650,11 @@ impl Shared<'_> {
     }
 
     fn finish_if_optimal(&self, reason: Stop) {
-        if self.lower.load(Ordering::Relaxed) >= self.best.load(Ordering::Relaxed) {
+        let (best, lower) = (
+            self.best.load(Ordering::Relaxed),
+            self.lower.load(Ordering::Relaxed),
+        );
+        if lower >= best || decide(self.capacity, best, lower).is_some() {
             let mut stop = self.stop.lock().unwrap_or_else(|e| e.into_inner());
             if stop.is_none() {
                 *stop = Some(reason);
@@ -1516,6 +1592,9 @@ impl<'m, 's> Worker<'m, 's> {
 /// each round of its three).
 const RUNS_PER_BUDGET: usize = 3;
 
+/// `probe`: runs per random cap (budgets 4 n to 256 n, three runs each).
+const PROBE_RUNS: u64 = 21;
+
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
 fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, role: Role) {
@@ -1535,6 +1614,8 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     let mut polish = rules.lns && role != Role::Prove;
     // `dive`: the last run of the improver found a plan, so its preorder runs again.
     let mut dive = false;
+    // `probe`: the improver's random caps so far (the draws' counter).
+    let mut probes = 0u64;
     loop {
         // With `reorder`, the prover gives each preorder two runs in a row: reordered at
         // the splits, then static (I and E are solved by the first kind, G by the second).
@@ -1552,6 +1633,8 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
         let steps: &[Role] = match role {
             // A dive repeats the improver's run only: the prover's would be the same.
             Role::Both if dive => &[Role::Improve],
+            // Decision mode: both steps would search at the capacity.
+            Role::Both if shared.capacity.is_some() => &[Role::Prove],
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
         };
@@ -1571,10 +1654,25 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             let best = shared.best.load(Ordering::Relaxed);
             let lower = shared.lower.load(Ordering::Relaxed);
             let improve_cap = best.saturating_sub(g);
-            let cap = if step == Role::Prove {
+            let probing = rules.probe
+                && rules.restarts
+                && step == Role::Improve
+                && !dive
+                && aim >= 8
+                && shared.capacity.is_none();
+            let cap = if let Some(capacity) = shared.capacity {
+                // Decision mode: every run searches at the capacity.
+                capacity.min(improve_cap)
+            } else if step == Role::Prove {
                 lower.min(improve_cap)
             } else if dive {
                 improve_cap
+            } else if probing {
+                // `probe`: a random cap in the top third of the gap, one per episode.
+                let steps = improve_cap.saturating_sub(lower) / 3 / g;
+                let episode = probes / PROBE_RUNS;
+                let draw = mix(options.seed ^ (episode << 32) ^ role as u64);
+                improve_cap - (draw % (steps + 1)) * g
             } else {
                 // Aim `aim / 8` of the way from the bound to the incumbent: a tight cap
                 // prunes hard and finds good plans fast, or proves a better bound.
@@ -1582,18 +1680,31 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
                 let aimed = lower + (gap / 8).saturating_mul(aim);
                 (aimed - aimed % g).max(lower).min(improve_cap)
             };
+            if shared.capacity.is_some() && cap < lower {
+                // The bound already exceeds the capacity (`finish_if_optimal` ended the run).
+                shared.raise(lower);
+                return;
+            }
             if best == 0 || cap < lower {
                 shared.raise(best);
                 return;
             }
             // With `dive` the improver stops at its first plan and starts again from the
             // root; without it, it goes on under the tightened cap (branch and bound).
-            let target = if step == Role::Improve && rules.dive {
+            let target = if shared.capacity.is_some() || (step == Role::Improve && rules.dive) {
                 cap
             } else {
                 lower
             };
-            let flow = worker.run(cap, target, budget);
+            // `probe`: each episode searches its cap like a decision from scratch, budgets
+            // 4 n, 8 n, ... doubling every 3 runs, whatever the restarts' budget has grown to.
+            let run_budget = if probing {
+                ((model.n as u64).max(64) * 4) << ((probes % PROBE_RUNS) / RUNS_PER_BUDGET as u64)
+            } else {
+                budget
+            };
+            probes += u64::from(probing);
+            let flow = worker.run(cap, target, run_budget);
             #[cfg(feature = "trace-search")]
             eprintln!(
                 "{:.3}s {step:?} preorder {preorder} reorder {reorder} cap {cap} budget {budget}: \
@@ -1629,6 +1740,14 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     }
 }
 
+/// A 64-bit mix (SplitMix64's finaliser): `probe`'s random caps.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// LNS rounds per searched buffer each time the improver polishes the incumbent (`lns`).
 const LNS_ROUNDS_PER_BUFFER: u64 = 1;
 
@@ -1648,7 +1767,7 @@ fn lns_from_incumbent(problem: &Problem, shared: &Shared, rounds: u64, seed: u64
     let limits = Limits {
         deadline: shared.deadline,
         rounds: rounds.min(left),
-        target: shared.lower.load(Ordering::Relaxed),
+        target: shared.goal(),
         stop: Some(&shared.done),
         cancel: shared.cancel,
     };
@@ -1676,7 +1795,7 @@ fn large_neighbourhood(
     let limits = Limits {
         deadline: shared.deadline,
         rounds: shared.node_limit.div_ceil(threads as u64),
-        target: shared.lower.load(Ordering::Relaxed),
+        target: shared.goal(),
         stop: Some(&reached),
         cancel: shared.cancel,
     };
