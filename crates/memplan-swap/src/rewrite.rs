@@ -1333,13 +1333,6 @@ mod tests {
         simulate(r, &machine()).unwrap();
     }
 
-    /// Copies of a take 2 ms (500 B/ms). Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4)
-    /// D [4,5). The copy out of a ends at 1 + 2 = 3.
-    /// - Timed serialization: the first compute node after B starting at 3 or later is
-    ///   C2 (the method's edge goes to B, the consumer of a that keeps it).
-    /// - Slack prefetch: B ends at 2, 2 + 2 <= 4, so B; but the copy back cannot start
-    ///   before the copy out ends (3). Queued prefetch: ends would be B 5, C1 5, C2 6;
-    ///   none is in time for D (4), so the latest with the earliest end: C1.
     /// A simulation passed in gives the rewrite (and the late restores) of simulating
     /// the input again: the searches pass the runs they already have.
     #[test]
@@ -1367,6 +1360,13 @@ mod tests {
         }
     }
 
+    /// Copies of a take 2 ms (500 B/ms). Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4)
+    /// D [4,5). The copy out of a ends at 1 + 2 = 3.
+    /// - Timed serialization: the first compute node after B starting at 3 or later is
+    ///   C2 (the method's edge goes to B, the consumer of a that keeps it).
+    /// - Slack prefetch: B ends at 2, 2 + 2 <= 4, so B; but the copy back cannot start
+    ///   before the copy out ends (3). Queued prefetch: ends would be B 5, C1 5, C2 6;
+    ///   none is in time for D (4), so the latest with the earliest end: C1.
     #[test]
     fn timed_serialization_and_queued_prefetch() {
         let g = chain(false);
