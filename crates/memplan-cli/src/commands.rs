@@ -1134,6 +1134,12 @@ pub fn bench(
                 }
                 Err(e) => Err(e.to_string()),
             };
+            // An npu platform may change the problem (its in-place list, planned
+            // weights): its row's ratio is against the bound of the problem it planned.
+            let lower_bound = match &npu {
+                Some(prepared) => max_live(&prepared.problem, file)?,
+                None => lower_bound,
+            };
             rows.push(BenchRow {
                 file: file.display().to_string(),
                 buffers: problem.len(),

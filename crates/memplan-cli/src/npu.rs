@@ -280,6 +280,14 @@ pub fn json_extras(
         "accelerator_buffers".into(),
         json!(prepared.platform.accelerator_buffers.name()),
     );
+    if prepared.platform.plan_weights {
+        // Only when on, so that the plans of other platforms stay as they were.
+        extra.insert("plan_weights".into(), json!(true));
+        extra.insert(
+            "weight_lifetime".into(),
+            json!(prepared.platform.weight_lifetime.name()),
+        );
+    }
     extra.insert("match".into(), json!(prepared.rule.name()));
     extra.insert("slack".into(), json!(prepared.slack.to_string()));
     extra.insert("layout".into(), json!(prepared.layout.name()));
@@ -327,7 +335,14 @@ pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static
                 source_name(prepared.platform_file.as_deref()),
                 prepared.platform.alignment,
                 prepared.platform.accelerator_buffers.name()
-            ),
+            ) + &if prepared.platform.plan_weights {
+                format!(
+                    ", accelerators' weights planned (live: {})",
+                    prepared.platform.weight_lifetime.name()
+                )
+            } else {
+                String::new()
+            },
         ),
         (
             "match",

@@ -1224,6 +1224,8 @@ fn bad_platform_files_are_errors_naming_file_and_key() {
             "'in_place', entry 1: 'Softmax'",
         ),
         (r#"{"alignment": 0}"#, "'alignment'"),
+        (r#"{"plan_weights": 1}"#, "'plan_weights'"),
+        (r#"{"weight_lifetime": "forever"}"#, "'weight_lifetime'"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("platform{i}.json"));
@@ -1553,6 +1555,114 @@ fn bad_planner_specs_exit_2_naming_planner_and_option() {
             assert!(err.contains(needle), "{spec}: {err}");
         }
     }
+}
+
+/// A platform with `plan_weights`: the weights of accelerated operators (small_cnn's
+/// Conv and Gemm weights) are tensors of the plan JSON and of the C header, `check` with
+/// the platform checks them (a weight moved onto a live tensor is refused), and without
+/// the field they are not planned. The `flat_shape` constant is read by Reshape only.
+#[test]
+fn npu_plans_the_weights_of_accelerated_operators_when_the_platform_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let platform = dir.path().join("weights.json");
+    std::fs::write(
+        &platform,
+        r#"{"name": "weights", "accelerated": ["Conv", "Gemm"], "in_place": ["Relu", "Add"], "alignment": 64, "plan_weights": true}"#,
+    )
+    .unwrap();
+    let plan = dir.path().join("plan.json");
+    let (platform_s, plan_s) = (platform.to_str().unwrap(), plan.to_str().unwrap());
+    let model = "examples/small_cnn.json";
+    let args = ["plan", model, "--planner", "npu", "--platform", platform_s];
+    let out = memplan(&[&args[..], &["-f", "json", "-o", plan_s]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let names: Vec<&str> = value["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for w in ["conv1.w", "conv2.w", "fc.w"] {
+        assert!(names.contains(&w), "{w} missing from {names:?}");
+    }
+    assert!(!names.contains(&"flat_shape"), "{names:?}");
+    assert_eq!(value["plan_weights"], true);
+    assert_eq!(value["weight_lifetime"], "uses");
+    let out = memplan(&[&args[..], &["-f", "c"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("conv1_w"), "{}", stdout(&out));
+    let out = memplan(&["check", model, plan_s, "--platform", platform_s]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // Put the fc weight's block at the offset of a block live at the same step: refused.
+    let mut broken = value.clone();
+    let fc = value["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fc.w")
+        .unwrap()
+        .clone();
+    let logits = value["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "logits")
+        .unwrap()
+        .clone();
+    let buffers = broken["buffers"].as_array_mut().unwrap();
+    let fc_block = buffers
+        .iter()
+        .position(|b| b["id"] == "fc.w")
+        .expect("fc.w is a block of the plan");
+    buffers[fc_block]["offset"] = logits["offset"].clone();
+    assert_ne!(fc["offset"], logits["offset"]);
+    let broken_path = dir.path().join("broken.json");
+    std::fs::write(&broken_path, serde_json::to_string(&broken).unwrap()).unwrap();
+    let out = memplan(&[
+        "check",
+        model,
+        broken_path.to_str().unwrap(),
+        "--platform",
+        platform_s,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // The same platform without the field: no weight in the plan.
+    std::fs::write(
+        &platform,
+        r#"{"name": "weights", "accelerated": ["Conv", "Gemm"], "in_place": ["Relu", "Add"], "alignment": 64}"#,
+    )
+    .unwrap();
+    let out = memplan(&[&args[..], &["-f", "json"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(value["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| !t["name"].as_str().unwrap().ends_with(".w")));
+    // A wrong type names the file and the key.
+    std::fs::write(&platform, r#"{"plan_weights": "yes"}"#).unwrap();
+    let out = memplan(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(platform_s) && err.contains("'plan_weights'"),
+        "{err}"
+    );
 }
 
 /// An npu plan made with a platform file records it, and `check` rebuilds the problem of

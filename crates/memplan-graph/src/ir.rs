@@ -466,6 +466,18 @@ impl Graph {
         }
     }
 
+    /// An empty graph with room for `nodes` nodes and `values` values.
+    pub fn with_capacity(name: impl Into<String>, nodes: usize, values: usize) -> Graph {
+        Graph {
+            name: name.into(),
+            nodes: Vec::with_capacity(nodes),
+            values: Vec::with_capacity(values),
+            value_names: HashMap::with_capacity(values),
+            node_names: HashMap::with_capacity(nodes),
+            ..Graph::default()
+        }
+    }
+
     /// Adds a value (without producer or consumers: those come from [`Graph::add_node`]).
     pub fn add_value(&mut self, mut value: Value) -> Result<ValueId, GraphError> {
         if self.value_names.contains_key(&value.name) {

@@ -59,6 +59,6 @@ pub use ir::{
 pub use json::{read_graph_json, write_graph_json, JsonGraphError};
 pub use npu::{
     analyse_for, npu_groups, npu_input, operator_configs, plan_npu, AcceleratorBuffers, NpuError,
-    NpuInput, NpuPlan, OpGroup, OperatorConfig, Platform, PlatformError,
+    NpuInput, NpuPlan, OpGroup, OperatorConfig, Platform, PlatformError, WeightLifetime,
 };
 pub use order::{execution_order, Order, OrderError};

@@ -26,11 +26,11 @@
 
 use memplan::planner::npu::{assign, Assignment, Groups, Layout, Match, Slack};
 use memplan::planner::PlanError;
-use memplan::{bound, BufferId, Problem, ProblemError};
+use memplan::{bound, Buffer, BufferId, Lifetime, Problem, ProblemError};
 use serde::Deserialize;
 
 use crate::analysis::{analyse_with_inplace_ops, Analysis, AnalysisError, Options, INPLACE_OPS};
-use crate::ir::{Graph, NodeId};
+use crate::ir::{Graph, NodeId, ValueId, ValueKind};
 use crate::order::Order;
 
 /// The default platform profile (`platforms/default-npu.json` in the repository).
@@ -50,6 +50,36 @@ pub struct Platform {
     pub alignment: u64,
     /// How the accelerated operators' tensors get memory.
     pub accelerator_buffers: AcceleratorBuffers,
+    /// Whether the weights and constants that accelerated operators read are planned
+    /// (buffers of the problem, group 1) instead of staying out of the arena.
+    pub plan_weights: bool,
+    /// The usage period of a planned weight.
+    pub weight_lifetime: WeightLifetime,
+}
+
+/// The usage period of a weight or constant planned with `plan_weights`; the platform
+/// file's `weight_lifetime`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightLifetime {
+    /// From the first step that reads it (or its producer's, for a `Constant` node's
+    /// output) to the last step that reads it, by any operator: the usage period the
+    /// method computes from the topology for every tensor (methods.md §2), i.e. the
+    /// weight is loaded before its first reader and may be overwritten after its last.
+    #[default]
+    Uses,
+    /// The whole run, steps `[0, n + 1)`: weights loaded once with the model and kept.
+    Run,
+}
+
+impl WeightLifetime {
+    /// The name as the platform file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightLifetime::Uses => "uses",
+            WeightLifetime::Run => "run",
+        }
+    }
 }
 
 /// How group 1 (the accelerated operators' tensors) gets memory; the platform file's
@@ -92,29 +122,34 @@ impl AcceleratorBuffers {
     }
 }
 
-/// The file as written; every key optional, no other key allowed.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlatformFile {
-    name: Option<String>,
-    #[allow(dead_code)]
-    description: Option<String>,
-    #[serde(default)]
-    accelerated: Vec<String>,
-    #[serde(default)]
-    in_place: Vec<String>,
-    alignment: Option<u64>,
-    #[serde(default)]
-    accelerator_buffers: AcceleratorBuffers,
-}
+/// The keys of a platform file.
+pub const PLATFORM_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "accelerated",
+    "in_place",
+    "alignment",
+    "accelerator_buffers",
+    "plan_weights",
+    "weight_lifetime",
+];
 
 /// What is wrong with a platform file, naming the file and the key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlatformError {
-    #[error("platform file '{source_name}': {message}; the keys are name, description, accelerated, in_place, alignment, accelerator_buffers (see doc/npu.md)")]
+    #[error("platform file '{source_name}': {message}; the keys are name, description, accelerated, in_place, alignment, accelerator_buffers, plan_weights, weight_lifetime (see doc/npu.md)")]
     Json {
         source_name: String,
         message: String,
+    },
+    #[error("platform file '{source_name}': unknown key '{key}'; the keys are name, description, accelerated, in_place, alignment, accelerator_buffers, plan_weights, weight_lifetime (see doc/npu.md)")]
+    UnknownKey { source_name: String, key: String },
+    #[error("platform file '{source_name}': key '{key}': {message}; expected {expected}")]
+    BadValue {
+        source_name: String,
+        key: &'static str,
+        message: String,
+        expected: &'static str,
     },
     #[error("platform file '{source_name}': key '{key}', entry {index}: '{op}' {why}")]
     BadOp {
@@ -128,17 +163,67 @@ pub enum PlatformError {
     ZeroAlignment { source_name: String },
 }
 
+/// The value of `key` in `map`, read as a `T` (`expected` says what in errors); `None`
+/// when the key is absent.
+fn field<T: serde::de::DeserializeOwned>(
+    map: &serde_json::Map<String, serde_json::Value>,
+    key: &'static str,
+    expected: &'static str,
+    source: &str,
+) -> Result<Option<T>, PlatformError> {
+    match map.get(key) {
+        None => Ok(None),
+        Some(value) => T::deserialize(value)
+            .map(Some)
+            .map_err(|e| PlatformError::BadValue {
+                source_name: source.to_string(),
+                key,
+                message: e.to_string(),
+                expected,
+            }),
+    }
+}
+
 impl Platform {
     /// Parses a platform JSON; `source` names the file in errors.
     pub fn parse(text: &str, source: &str) -> Result<Platform, PlatformError> {
-        let text = memplan::io::json_object(text).map_err(|found| PlatformError::Json {
+        let json_error = |message: String| PlatformError::Json {
             source_name: source.to_string(),
-            message: format!("the top level is {found}, not an object"),
-        })?;
-        let file: PlatformFile = serde_json::from_str(text).map_err(|e| PlatformError::Json {
-            source_name: source.to_string(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let text = memplan::io::json_object(text)
+            .map_err(|found| json_error(format!("the top level is {found}, not an object")))?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| json_error(e.to_string()))?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(json_error(
+                "a platform file is one JSON object, e.g. {\"accelerated\": [\"Conv\"]}".into(),
+            ));
+        };
+        if let Some(key) = map.keys().find(|k| !PLATFORM_KEYS.contains(&k.as_str())) {
+            return Err(PlatformError::UnknownKey {
+                source_name: source.to_string(),
+                key: key.clone(),
+            });
+        }
+        const OPS: &str = "a list of operator types, e.g. [\"Conv\", \"MatMul\"]";
+        let file = PlatformFile {
+            name: field(&map, "name", "a string", source)?,
+            accelerated: field(&map, "accelerated", OPS, source)?.unwrap_or_default(),
+            in_place: field(&map, "in_place", OPS, source)?.unwrap_or_default(),
+            alignment: field(&map, "alignment", "an integer >= 1", source)?,
+            accelerator_buffers: field(
+                &map,
+                "accelerator_buffers",
+                "\"pooled\", \"reusable\" or \"dedicated\"",
+                source,
+            )?
+            .unwrap_or_default(),
+            plan_weights: field(&map, "plan_weights", "true or false", source)?.unwrap_or_default(),
+            weight_lifetime: field(&map, "weight_lifetime", "\"uses\" or \"run\"", source)?
+                .unwrap_or_default(),
+        };
+        let _: Option<String> = field(&map, "description", "a string", source)?;
         let bad = |key: &'static str, index: usize, op: &str, why: &str| PlatformError::BadOp {
             source_name: source.to_string(),
             key,
@@ -189,6 +274,8 @@ impl Platform {
             in_place: file.in_place,
             alignment: file.alignment.unwrap_or(1),
             accelerator_buffers: file.accelerator_buffers,
+            plan_weights: file.plan_weights,
+            weight_lifetime: file.weight_lifetime,
         })
     }
 
@@ -205,6 +292,17 @@ impl Platform {
     fn is_in_place(&self, op: &str) -> bool {
         self.in_place.iter().any(|a| a == op)
     }
+}
+
+/// The file as read.
+struct PlatformFile {
+    name: Option<String>,
+    accelerated: Vec<String>,
+    in_place: Vec<String>,
+    alignment: Option<u64>,
+    accelerator_buffers: AcceleratorBuffers,
+    plan_weights: bool,
+    weight_lifetime: WeightLifetime,
 }
 
 /// The method's group of an operator.
@@ -294,13 +392,75 @@ pub fn operator_configs(
 /// The analysis the method plans: [`crate::analyse`] with the platform's in-place list.
 /// With the default profile (every operator of [`INPLACE_OPS`]) it is the analysis every
 /// other graph planner plans.
+///
+/// When the platform says `plan_weights`, every weight or constant (of at least one byte)
+/// that an accelerated operator reads is a buffer of the problem too, after the arena's
+/// buffers, in graph order, with the usage period `weight_lifetime` gives it (see
+/// [`WeightLifetime`]); its value gets that lifetime and buffer (its role stays
+/// [`crate::Role::Weight`] or [`crate::Role::Constant`]). Weights that only other operators
+/// read stay out, as in [`crate::analyse`].
 pub fn analyse_for(
     graph: &Graph,
     order: Order,
     options: Options,
     platform: &Platform,
 ) -> Result<Analysis, AnalysisError> {
-    analyse_with_inplace_ops(graph, order, options, &platform.in_place)
+    let mut analysis = analyse_with_inplace_ops(graph, order, options, &platform.in_place)?;
+    if platform.plan_weights {
+        add_weights(graph, &mut analysis, platform)?;
+    }
+    Ok(analysis)
+}
+
+/// The weights and constants that accelerated operators read, as buffers of `analysis`.
+fn add_weights(
+    graph: &Graph,
+    analysis: &mut Analysis,
+    platform: &Platform,
+) -> Result<(), AnalysisError> {
+    let mut step_of = vec![0u64; graph.nodes().len()];
+    for (position, &node) in analysis.order.iter().enumerate() {
+        step_of[node.index()] = position as u64 + 1;
+    }
+    let mut buffers = analysis.problem.buffers().to_vec();
+    for (index, value) in graph.values().iter().enumerate() {
+        if !matches!(value.kind, ValueKind::Weight | ValueKind::Constant) || value.bytes == 0 {
+            continue;
+        }
+        let read_by_accelerator = value
+            .consumers
+            .iter()
+            .any(|(node, _)| platform.is_accelerated(&graph.node(*node).op_type));
+        if !read_by_accelerator {
+            continue;
+        }
+        let (start, end) = match platform.weight_lifetime {
+            WeightLifetime::Run => (0, analysis.last_step + 1),
+            WeightLifetime::Uses => {
+                let steps = value
+                    .consumers
+                    .iter()
+                    .map(|(node, _)| step_of[node.index()])
+                    .chain(value.producer.map(|(node, _)| step_of[node.index()]));
+                let first = steps.clone().min().unwrap_or(0);
+                let last = steps.max().unwrap_or(0);
+                (first, last + 1)
+            }
+        };
+        let id = ValueId(index as u32);
+        let buffer = BufferId(buffers.len() as u32);
+        let info = &mut analysis.values[index];
+        info.lifetime = Lifetime::new(start, end);
+        info.buffer = Some(buffer);
+        buffers.push(Buffer::new(value.name.clone(), value.bytes, start, end));
+        analysis.buffer_values.push(vec![id]);
+    }
+    if buffers.len() > analysis.problem.len() {
+        analysis.problem = Problem::from_buffers(buffers)?;
+        analysis.stats.max_live_bytes =
+            bound::max_live(&analysis.problem).ok_or(AnalysisError::Overflow)?;
+    }
+    Ok(())
 }
 
 /// The method's groups for the shared-objects allocation: group 1 the input and output

@@ -9,7 +9,7 @@ use memplan::BufferId;
 use memplan_graph::{
     analyse, analyse_for, npu_groups, operator_configs, plan_npu, read_graph_json,
     AcceleratorBuffers, DType, Graph, NpuPlan, OpGroup, Options, Order, Platform, PlatformError,
-    Value, ValueId, ValueKind,
+    Role, Value, ValueId, ValueKind, WeightLifetime,
 };
 use proptest::prelude::*;
 
@@ -212,6 +212,16 @@ fn the_default_profile_parses_and_aligns() {
     let pooled = std::fs::read_to_string(format!("{root}npu-pooled.json")).unwrap();
     let pooled = Platform::parse(&pooled, "npu-pooled.json").unwrap();
     assert_eq!(pooled.accelerator_buffers, AcceleratorBuffers::Pooled);
+    assert!(!p.plan_weights && !pooled.plan_weights);
+    // npu-weights.json: the default profile that also plans the accelerators' weights.
+    let weights = std::fs::read_to_string(format!("{root}npu-weights.json")).unwrap();
+    let weights = Platform::parse(&weights, "npu-weights.json").unwrap();
+    assert!(weights.plan_weights);
+    assert_eq!(weights.weight_lifetime, WeightLifetime::Uses);
+    assert_eq!(
+        (&weights.accelerated, &weights.in_place, weights.alignment),
+        (&p.accelerated, &p.in_place, p.alignment)
+    );
     assert_eq!(
         std::fs::read_to_string(format!("{root}default-npu.json")).unwrap(),
         memplan_graph::npu::DEFAULT_PLATFORM_JSON
@@ -232,7 +242,7 @@ fn the_default_profile_parses_and_aligns() {
 fn bad_platform_files_are_clear_errors() {
     let err = |text: &str| Platform::parse(text, "my.json").unwrap_err();
     let e = err(r#"{"acelerated": ["Conv"]}"#);
-    assert!(matches!(e, PlatformError::Json { .. }));
+    assert!(matches!(e, PlatformError::UnknownKey { .. }));
     let text = e.to_string();
     assert!(
         text.contains("my.json") && text.contains("acelerated"),
@@ -251,7 +261,24 @@ fn bad_platform_files_are_clear_errors() {
     let e = err(r#"{"alignment": 0}"#).to_string();
     assert!(e.contains("my.json") && e.contains("'alignment'"), "{e}");
     let e = err(r#"{"alignment": -4}"#).to_string();
-    assert!(e.contains("my.json") && e.contains("line 1"), "{e}");
+    assert!(e.contains("my.json") && e.contains("'alignment'"), "{e}");
+    // Wrong types name the file and the key.
+    let e = err(r#"{"plan_weights": "yes"}"#).to_string();
+    assert!(
+        e.contains("my.json") && e.contains("'plan_weights'") && e.contains("true or false"),
+        "{e}"
+    );
+    let e = err(r#"{"weight_lifetime": "always"}"#).to_string();
+    assert!(
+        e.contains("my.json") && e.contains("'weight_lifetime'") && e.contains("\"run\""),
+        "{e}"
+    );
+    let e = err(r#"{"accelerated": "Conv"}"#).to_string();
+    assert!(e.contains("my.json") && e.contains("'accelerated'"), "{e}");
+    let e = err(r#"{"name": 3}"#).to_string();
+    assert!(e.contains("my.json") && e.contains("'name'"), "{e}");
+    let e = err(r#"["Conv"]"#).to_string();
+    assert!(e.contains("my.json") && e.contains("JSON object"), "{e}");
     let e = err("{").to_string();
     assert!(e.contains("my.json"), "{e}");
 }
@@ -325,14 +352,25 @@ fn platforms() -> impl Strategy<Value = Platform> {
             AcceleratorBuffers::Reusable,
             AcceleratorBuffers::Pooled,
         ]),
+        any::<bool>(),
+        prop::sample::select(vec![WeightLifetime::Uses, WeightLifetime::Run]),
     )
         .prop_map(
-            |(accelerated, in_place, alignment, accelerator_buffers)| Platform {
+            |(
+                accelerated,
+                in_place,
+                alignment,
+                accelerator_buffers,
+                plan_weights,
+                weight_lifetime,
+            )| Platform {
                 name: "random".into(),
                 accelerated: accelerated.into_iter().map(String::from).collect(),
                 in_place: in_place.into_iter().map(String::from).collect(),
                 alignment,
                 accelerator_buffers,
+                plan_weights,
+                weight_lifetime,
             },
         )
 }
@@ -396,8 +434,128 @@ proptest! {
             let sum: u64 = c.present.iter().map(|&b| analysis.problem.buffer(b).size).sum();
             prop_assert_eq!(c.width, sum);
         }
+        // Weights: in the problem exactly when the platform plans them and an accelerated
+        // operator reads them; the tensors of the plan are every block's values.
+        let w = g.value_by_name("w").unwrap();
+        let read_by_accelerator = g.value(w).consumers.iter().any(|(n, _)| {
+            p.accelerated.iter().any(|a| *a == g.node(*n).op_type)
+        });
+        let planned = analysis.values[w.index()].buffer;
+        prop_assert_eq!(planned.is_some(), p.plan_weights && read_by_accelerator);
+        prop_assert_eq!(analysis.values[w.index()].role, Role::Weight);
+        if let Some(b) = planned {
+            let lifetime = analysis.problem.buffer(b).lifetime;
+            if p.weight_lifetime == WeightLifetime::Run {
+                prop_assert_eq!((lifetime.start, lifetime.end), (0, analysis.last_step + 1));
+            }
+            prop_assert!(analysis.tensor_slots(&g).iter().any(|s| s.name == "w" && s.block == b));
+        }
         // Deterministic.
         let again = plan_npu(&g, &analysis, &p, rule, slack, layout, 1).unwrap();
         prop_assert_eq!(&again.assignment, &npu.assignment);
     }
+}
+
+/// x -Conv(wc)-> c -Relu-> r -Mul(wm)-> m -MatMul(wk, wc)-> y, 64-byte activations; weights
+/// wc 32 (read by Conv and MatMul), wm 16 (read by Mul only), wk 48 (read by MatMul).
+/// Steps 1..4. With `plan_weights` the accelerated operators' weights wc and wk are
+/// planned, wm (read by Mul, not accelerated) is not.
+fn weighted() -> Graph {
+    let mut g = Graph::new("weighted");
+    let value = |g: &mut Graph, n: &str, b: u64, k: ValueKind| {
+        g.add_value(Value::with_bytes(n, DType::Float, b, k))
+            .unwrap()
+    };
+    let x = value(&mut g, "x", 64, ValueKind::Input);
+    let wc = value(&mut g, "wc", 32, ValueKind::Weight);
+    let wm = value(&mut g, "wm", 16, ValueKind::Weight);
+    let wk = value(&mut g, "wk", 48, ValueKind::Weight);
+    let c = value(&mut g, "c", 64, ValueKind::Activation);
+    let r = value(&mut g, "r", 64, ValueKind::Activation);
+    let m = value(&mut g, "m", 64, ValueKind::Activation);
+    let y = value(&mut g, "y", 64, ValueKind::Activation);
+    let node = |g: &mut Graph, n: &str, op: &str, inputs: Vec<ValueId>, out: ValueId| {
+        g.add_node(
+            n,
+            op,
+            inputs.into_iter().map(Some).collect(),
+            vec![out],
+            BTreeMap::new(),
+        )
+        .unwrap();
+    };
+    node(&mut g, "conv", "Conv", vec![x, wc], c);
+    node(&mut g, "relu", "Relu", vec![c], r);
+    node(&mut g, "mul", "Mul", vec![r, wm], m);
+    node(&mut g, "mm", "MatMul", vec![m, wk, wc], y);
+    g.set_inputs(vec![x]).unwrap();
+    g.set_outputs(vec![y]).unwrap();
+    g
+}
+
+#[test]
+fn weights_of_accelerated_operators_are_planned_when_the_platform_says_so() {
+    let g = weighted();
+    let id = |n: &str| g.value_by_name(n).unwrap();
+    // Without the field: activations only (x, c, r, m, y: Relu may not run in place
+    // here, the platform lists no in-place operator).
+    let off = platform(r#"{"accelerated": ["Conv", "MatMul"]}"#);
+    let (a, _) = checked(&g, &off, Match::Size);
+    assert_eq!(a.problem.len(), 5);
+    assert!(["wc", "wm", "wk"]
+        .iter()
+        .all(|n| a.values[id(n).index()].buffer.is_none()));
+
+    // Usage periods from the uses: wc read at steps 1 and 4 -> [1, 5); wk at 4 -> [4, 5).
+    let uses = platform(r#"{"accelerated": ["Conv", "MatMul"], "plan_weights": true}"#);
+    assert_eq!(uses.weight_lifetime, WeightLifetime::Uses);
+    let (a, npu) = checked(&g, &uses, Match::Size);
+    assert_eq!(a.problem.len(), 7);
+    let b = |n: &str| a.values[id(n).index()].buffer;
+    assert!(b("wm").is_none(), "wm is read by Mul only");
+    let lifetime = |n: &str| {
+        let l = a.problem.buffer(b(n).unwrap()).lifetime;
+        (l.start, l.end)
+    };
+    assert_eq!(lifetime("wc"), (1, 5));
+    assert_eq!(lifetime("wk"), (4, 5));
+    assert_eq!(a.values[id("wc").index()].role, Role::Weight);
+    // The max-live bound counts them: step 4 holds m, y, wc, wk = 64 + 64 + 32 + 48.
+    assert_eq!(a.stats.max_live_bytes, 208);
+    // Both are group 1 (inputs of accelerated operators), in execution order and slots:
+    // x, wc, c (conv), then m, wk, wc, y (mm; wc already listed).
+    let groups = npu_groups(&g, &a, &npu.configs, &uses);
+    let blocks: Vec<BufferId> = ["x", "wc", "c", "m", "wk", "wc", "y"]
+        .iter()
+        .map(|n| b(n).unwrap())
+        .collect();
+    assert_eq!(groups.early, blocks);
+    // The tensors of the plan include the planned weights, not wm.
+    let names: Vec<String> = a.tensor_slots(&g).into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"wc".to_string()) && names.contains(&"wk".to_string()));
+    assert!(!names.contains(&"wm".to_string()));
+    // Widths: step 1 x, c, wc = 160; step 4 m, y, wc, wk = 208.
+    assert_eq!(npu.configs[0].width, 160);
+    assert_eq!(npu.configs[3].width, 208);
+
+    // The whole run: [0, 5) for both.
+    let run = platform(
+        r#"{"accelerated": ["Conv", "MatMul"], "plan_weights": true, "weight_lifetime": "run"}"#,
+    );
+    let (a, npu) = checked(&g, &run, Match::Lifetime);
+    for n in ["wc", "wk"] {
+        let l = a
+            .problem
+            .buffer(a.values[id(n).index()].buffer.unwrap())
+            .lifetime;
+        assert_eq!((l.start, l.end), (0, 5), "{n}");
+    }
+    assert!(npu.assignment.plan.arena_bytes.unwrap() >= a.stats.max_live_bytes);
+
+    // A weight read only by a non-accelerated operator stays out, even with the field.
+    let only_conv = platform(r#"{"accelerated": ["Conv"], "plan_weights": true}"#);
+    let (a, _) = checked(&g, &only_conv, Match::Size);
+    assert!(a.values[id("wc").index()].buffer.is_some());
+    assert!(a.values[id("wk").index()].buffer.is_none());
+    assert!(a.values[id("wm").index()].buffer.is_none());
 }

@@ -41,8 +41,8 @@ use std::collections::{HashMap, HashSet};
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, recomputable, retime_restores, rewrite, Options, Prefetch, Reduction,
-    RewriteError, Serialize, Swap,
+    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_simulated, Options,
+    Prefetch, Reduction, RewriteError, Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -230,7 +230,8 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         if swaps.is_empty() {
             return Ok::<(), PlanError>(());
         }
-        let rewritten = rewrite(graph, &swaps, options)?;
+        // `base` is `graph`'s simulation: the rewrite need not simulate it again.
+        let rewritten = rewrite_simulated(graph, &swaps, options, Some(&base))?;
         best.evaluated += 1;
         match simulate(&rewritten.graph, &setup.machine) {
             Ok(run) => best.offer(Outcome {
@@ -614,7 +615,8 @@ fn retimed(
 ) -> Result<(Graph, Run), PlanError> {
     const ROUNDS: usize = 4;
     for _ in 0..ROUNDS {
-        let next = retime_restores(&graph, &setup.machine)?;
+        // `run` is `graph`'s simulation.
+        let next = retime_restores_simulated(&graph, &run)?;
         best.evaluated += 1;
         let next_run = match simulate(&next, &setup.machine) {
             Ok(r) => r,
@@ -725,7 +727,8 @@ fn iterate(
                         readers: by_value[&value].clone(),
                     })
                     .collect();
-                let rewritten = rewrite(&current, &swaps, &options)?;
+                // `run` is `current`'s simulation.
+                let rewritten = rewrite_simulated(&current, &swaps, &options, Some(&run))?;
                 best.evaluated += 1;
                 let helped = match simulate(&rewritten.graph, &setup.machine) {
                     Ok(next) => {

@@ -425,6 +425,20 @@ pub fn rewrite(
     swaps: &[Swap],
     options: &Options,
 ) -> Result<Rewritten, RewriteError> {
+    rewrite_simulated(graph, swaps, options, None)
+}
+
+/// [`rewrite`] with `graph`'s simulation on `options.machine` already at hand (`run`,
+/// what [`simulate`] returns for it), so that a search rewriting one graph many times
+/// does not simulate it again for each rewrite; `None` simulates it when the options
+/// need it. The result is the same as [`rewrite`]'s.
+pub fn rewrite_simulated(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+) -> Result<Rewritten, RewriteError> {
+    let given = run;
     let reduction = options.reduction;
     if !reduction.is_valid() {
         return Err(RewriteError::EmptyReduction);
@@ -483,9 +497,10 @@ pub fn rewrite(
         requests.push((swap.value, producer, readers));
     }
     let run = match (options.prefetch, options.serialize_reductions) {
-        (Prefetch::Slack | Prefetch::Queued, _) | (_, Serialize::AfterCopy) => {
-            Some(simulate(graph, machine)?)
-        }
+        (Prefetch::Slack | Prefetch::Queued, _) | (_, Serialize::AfterCopy) => match given {
+            Some(run) => Some(std::borrow::Cow::Borrowed(run)),
+            None => Some(std::borrow::Cow::Owned(simulate(graph, machine)?)),
+        },
         _ => None,
     };
     let queues = run
@@ -526,7 +541,13 @@ pub fn rewrite(
         .largest_output
         .then(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()));
 
-    let mut new_graph = Graph::new(graph.name.clone());
+    // Room for the graph and, per request, a few nodes and values per reader.
+    let inserted: usize = requests.iter().map(|(_, _, r)| 2 + 2 * r.len()).sum();
+    let mut new_graph = Graph::with_capacity(
+        graph.name.clone(),
+        n + inserted,
+        graph.values().len() + inserted,
+    );
     for value in graph.values() {
         new_graph.add_value(value.clone())?;
     }
@@ -972,6 +993,15 @@ pub fn check(graph: &Graph) -> Result<(), RewriteError> {
 /// round and keep the best simulated result. The result passes [`check`].
 pub fn retime_restores(graph: &Graph, machine: &Machine) -> Result<Graph, RewriteError> {
     let run = simulate(graph, machine)?;
+    retime_restores_simulated(graph, &run)
+}
+
+/// [`retime_restores`] with `graph`'s simulation (`run`, what [`simulate`] returns for it
+/// on the machine) already at hand; the same result.
+pub fn retime_restores_simulated(
+    graph: &Graph,
+    run: &crate::simulate::Run,
+) -> Result<Graph, RewriteError> {
     let nodes = graph.nodes();
     let n = nodes.len();
     let compute: Vec<bool> = nodes
@@ -1301,6 +1331,33 @@ mod tests {
             Some(0.25)
         );
         simulate(r, &machine()).unwrap();
+    }
+
+    /// A simulation passed in gives the rewrite (and the late restores) of simulating
+    /// the input again: the searches pass the runs they already have.
+    #[test]
+    fn rewrites_with_a_given_simulation_are_the_same() {
+        let g = chain(true);
+        let m = machine();
+        let run = simulate(&g, &m).unwrap();
+        let timed = Options {
+            serialize_reductions: Serialize::AfterCopy,
+            serialize_restores: false,
+            prefetch: Prefetch::Queued,
+            ..Options::method(Reduction::SWAP, m)
+        };
+        for options in [Options::method(Reduction::SWAP, m), timed] {
+            let swaps = [swap_a(&g, &["D", "E"])];
+            let plain = rewrite(&g, &swaps, &options).unwrap();
+            let given = rewrite_simulated(&g, &swaps, &options, Some(&run)).unwrap();
+            assert_eq!(plain, given);
+            let r = &plain.graph;
+            let r_run = simulate(r, &m).unwrap();
+            assert_eq!(
+                retime_restores(r, &m).unwrap(),
+                retime_restores_simulated(r, &r_run).unwrap()
+            );
+        }
     }
 
     /// Copies of a take 2 ms (500 B/ms). Input times: A [0,1) B [1,2) C1 [2,3) C2 [3,4)
