@@ -193,3 +193,60 @@ fn a_device_outside_any_real_one_is_an_error_not_every_goal_met() {
         assert!(err.contains("training step would take"), "{launch}: {err}");
     }
 }
+
+#[test]
+fn a_bom_is_accepted_by_every_json_input_and_a_non_object_is_refused() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bom = |name: &str, file: PathBuf| {
+        let mut bytes = b"\xef\xbb\xbf".to_vec();
+        bytes.extend(std::fs::read(file).unwrap());
+        scratch(name, &bytes)
+    };
+    let graph = bom("bom_graph.json", root.join("examples/small_cnn.json"));
+    let platform = bom("bom_platform.json", root.join("platforms/default-npu.json"));
+    let graph = graph.to_str().unwrap();
+    let platform = platform.to_str().unwrap();
+    let out = memplan(&[
+        "plan",
+        graph,
+        "--planner",
+        "npu",
+        "--platform",
+        platform,
+        "-f",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut plan = b"\xef\xbb\xbf".to_vec();
+    plan.extend(&out.stdout);
+    let plan = scratch("bom_plan.json", &plan);
+    let out = memplan(&[
+        "check",
+        graph,
+        plan.to_str().unwrap(),
+        "--platform",
+        platform,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let array = scratch("array.json", b"[]");
+    let array = array.to_str().unwrap();
+    for args in [
+        vec!["plan", array],
+        vec!["plan", graph, "--planner", "npu", "--platform", array],
+        vec!["check", graph, array],
+    ] {
+        let out = memplan(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("top level is an array"), "{args:?}: {err}");
+    }
+}
