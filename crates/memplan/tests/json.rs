@@ -154,7 +154,8 @@ fn syntax_and_type_errors_have_a_position() {
         &["expected"],
     );
     bad("", Some((1, 0)), &["EOF"]);
-    bad("\"plan\"", Some((1, 6)), &["plan object"]);
+    bad("\"plan\"", Some((1, 1)), &["top level is a string"]);
+    bad("\u{feff}[]", Some((1, 1)), &["top level is an array"]);
     bad("{\"buffers\": []", Some((1, 14)), &["EOF"]);
     bad(
         "{\"arena_bytes\": 8}",

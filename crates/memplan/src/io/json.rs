@@ -200,7 +200,7 @@ fn plan_object<'a>(text: &'a str, source: &str) -> Result<&'a str, JsonError> {
     super::json_object(text).map_err(|found| JsonError {
         source: source.to_string(),
         line: Some(1),
-        column: None,
+        column: Some(1),
         message: format!(
             "the top level is {found}; a plan JSON is one object with \"arena_bytes\" and \"buffers\", as `memplan plan -f json` writes it"
         ),
