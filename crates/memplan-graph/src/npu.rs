@@ -191,8 +191,11 @@ impl Platform {
             source_name: source.to_string(),
             message,
         };
-        let text = memplan::io::json_object(text)
-            .map_err(|found| json_error(format!("the top level is {found}, not an object")))?;
+        let text = memplan::io::json_object(text).map_err(|found| {
+            json_error(format!(
+                "the top level is {found}; a platform file is one JSON object"
+            ))
+        })?;
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| json_error(e.to_string()))?;
         let serde_json::Value::Object(map) = value else {
