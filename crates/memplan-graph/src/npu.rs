@@ -193,16 +193,11 @@ impl Platform {
         };
         let text = memplan::io::json_object(text).map_err(|found| {
             json_error(format!(
-                "the top level is {found}; a platform file is one JSON object"
+                "the top level is {found}; a platform file is one JSON object, e.g. {{\"accelerated\": [\"Conv\"]}}"
             ))
         })?;
-        let value: serde_json::Value =
+        let map: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(text).map_err(|e| json_error(e.to_string()))?;
-        let serde_json::Value::Object(map) = value else {
-            return Err(json_error(
-                "a platform file is one JSON object, e.g. {\"accelerated\": [\"Conv\"]}".into(),
-            ));
-        };
         if let Some(key) = map.keys().find(|k| !PLATFORM_KEYS.contains(&k.as_str())) {
             return Err(PlatformError::UnknownKey {
                 source_name: source.to_string(),
