@@ -22,6 +22,8 @@
 //! The method and the measured results are in `doc/pool.md`; the trace formats in
 //! `doc/traces.md`.
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod online;
 pub mod pool;
 pub mod process;
