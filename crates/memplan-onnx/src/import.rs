@@ -85,15 +85,86 @@ impl Importer<'_> {
             ));
         }
         let n = elements(&shape).unwrap_or(u64::MAX);
-        let data = if t.data_location == proto::DATA_LOCATION_EXTERNAL
-            || n > MAX_FOLD_ELEMENTS
-            || !read(dtype)
-        {
+        let external = t.data_location == proto::DATA_LOCATION_EXTERNAL;
+        if !external {
+            self.check_data_length(t, name, dtype, &shape, n)?;
+        }
+        let data = if external || n > MAX_FOLD_ELEMENTS || !read(dtype) {
             None
         } else {
             self.tensor_data(t, name, dtype, n as usize)?
         };
         Ok(Info::with_data(dtype, shape, data))
+    }
+
+    /// Inline contents, when present, must be exactly what the dims say: `raw_data` holds
+    /// the tensor's bytes, a typed field (`float_data`, `int32_data`, …) one entry per
+    /// element (two per complex element). Stripped models carry no contents, which is
+    /// fine; contents of another length are an error, whatever the tensor's size or type.
+    fn check_data_length(
+        &self,
+        t: &TensorProto,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        n: u64,
+    ) -> Result<(), OnnxError> {
+        let typed = !(t.float_data.is_empty()
+            && t.int32_data.is_empty()
+            && t.int64_data.is_empty()
+            && t.double_data.is_empty());
+        if !t.raw_data.is_empty() && typed {
+            return Err(self.value_err(
+                name,
+                "the tensor has both raw_data and typed data: ONNX keeps a tensor's contents \
+                 in one of them",
+            ));
+        }
+        if !t.raw_data.is_empty() {
+            let need = memplan_graph::ir::shape_bytes(dtype, shape).unwrap_or(u64::MAX);
+            if t.raw_data.len() as u64 != need {
+                return Err(self.value_err(
+                    name,
+                    format!(
+                        "raw_data has {} bytes but dims {shape:?} of {dtype} need {need}: \
+                         the dims and the data disagree",
+                        t.raw_data.len(),
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        let (field, entries, per_element) = match dtype {
+            DType::Float => ("float_data", t.float_data.len(), 1),
+            DType::Complex64 => ("float_data", t.float_data.len(), 2),
+            DType::Double => ("double_data", t.double_data.len(), 1),
+            DType::Complex128 => ("double_data", t.double_data.len(), 2),
+            DType::Int64 => ("int64_data", t.int64_data.len(), 1),
+            DType::Int32
+            | DType::Int16
+            | DType::Int8
+            | DType::Uint16
+            | DType::Uint8
+            | DType::Bool
+            | DType::Float16
+            | DType::Bfloat16
+            | DType::Float8e4m3fn
+            | DType::Float8e4m3fnuz
+            | DType::Float8e5m2
+            | DType::Float8e5m2fnuz => ("int32_data", t.int32_data.len(), 1),
+            // 4-bit types pack their typed data; uint64_data and string_data are not read.
+            _ => return Ok(()),
+        };
+        if entries != 0 && Some(entries as u64) != n.checked_mul(per_element) {
+            return Err(self.value_err(
+                name,
+                format!(
+                    "{field} has {entries} entries but dims {shape:?} give {n} elements of \
+                     {dtype}: the dims and the data disagree"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn tensor_data(
@@ -105,17 +176,8 @@ impl Importer<'_> {
     ) -> Result<Option<Data>, OnnxError> {
         let size = dtype.size_bytes().unwrap_or(0) as usize;
         let raw = &t.raw_data;
+        // `check_data_length` has held the contents to the dims.
         let data = if !raw.is_empty() {
-            let need = memplan_graph::ir::shape_bytes(dtype, &[n as u64]).unwrap_or(0);
-            if raw.len() as u64 != need {
-                return Err(self.value_err(
-                    name,
-                    format!(
-                        "raw_data has {} bytes but {n} elements of {dtype} need {need}",
-                        raw.len(),
-                    ),
-                ));
-            }
             let le = |i: usize, w: usize| -> u64 {
                 let mut b = [0u8; 8];
                 b[..w].copy_from_slice(&raw[i * w..i * w + w]);
@@ -176,14 +238,9 @@ impl Importer<'_> {
                 _ => None,
             };
             match d {
+                // Empty: a stripped tensor, contents unknown.
                 Some(d) if d.len() == n => d,
-                Some(d) => {
-                    return Err(self.value_err(
-                        name,
-                        format!("the tensor has {} elements but its dims give {n}", d.len()),
-                    ))
-                }
-                None => return Ok(None),
+                _ => return Ok(None),
             }
         };
         Ok(Some(data))

@@ -253,6 +253,71 @@ fn malformed_values_are_errors() {
     assert!(error(&m).contains("overflows"));
 }
 
+/// A tensor attribute or initialiser whose inline contents disagree with its dims is an
+/// error naming it, whatever its size (above the folding limit too) and element type.
+#[test]
+fn tensor_contents_that_disagree_with_dims_are_errors() {
+    fn constant(m: &mut ModelProto) -> &mut memplan_onnx::proto::TensorProto {
+        let g = m.graph.as_mut().unwrap();
+        let node = g.node.iter_mut().find(|n| n.name == "zero_const").unwrap();
+        node.attribute[0].t.as_mut().unwrap()
+    }
+    // Typed data: a scalar's dims with two int64 entries.
+    let mut m = small_model();
+    constant(&mut m).int64_data = vec![0, 1];
+    let e = error(&m);
+    assert!(
+        e.contains("zero_const.value")
+            && e.contains("int64_data has 2 entries but dims [] give 1 elements"),
+        "{e}"
+    );
+    // Raw data of a large float tensor (no contents are folded at this size).
+    let mut m = small_model();
+    let t = constant(&mut m);
+    t.int64_data.clear();
+    t.data_type = 1;
+    t.dims = vec![1000, 1000];
+    t.raw_data = vec![0; 4 * 1000 * 1000 - 4].into();
+    let e = error(&m);
+    assert!(
+        e.contains("raw_data has 3999996 bytes but dims [1000, 1000] of") && e.contains("4000000"),
+        "{e}"
+    );
+    // FLOAT16 contents are never folded, but their length is still checked.
+    let mut m = small_model();
+    let t = constant(&mut m);
+    t.int64_data.clear();
+    t.data_type = 10;
+    t.dims = vec![3];
+    t.int32_data = vec![0; 4];
+    let e = error(&m);
+    assert!(e.contains("int32_data has 4 entries but dims [3]"), "{e}");
+    // The same contents with matching dims import; stripped tensors (no contents) too.
+    let mut m = small_model();
+    let mut spare = node("spare_const", "Constant", &[], &["spare"]);
+    spare.attribute.push(memplan_onnx::proto::AttributeProto {
+        name: "value".into(),
+        r#type: 4,
+        t: Some(memplan_onnx::proto::TensorProto {
+            dims: vec![4],
+            data_type: 10,
+            int32_data: vec![0; 4],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    m.graph.as_mut().unwrap().node.push(spare);
+    let g = import(&m).unwrap();
+    assert_eq!(g.value(g.value_by_name("spare").unwrap()).bytes, 8);
+    let mut m = small_model();
+    m.graph.as_mut().unwrap().initializer[1].int64_data = vec![1, 2, 3];
+    let e = error(&m);
+    assert!(
+        e.contains("minus_one") && e.contains("both raw_data and typed data"),
+        "{e}"
+    );
+}
+
 #[test]
 fn duplicate_and_empty_node_names_are_made_unique() {
     let mut m = small_model();
