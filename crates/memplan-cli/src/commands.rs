@@ -1234,12 +1234,34 @@ pub fn bench(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The max-live lower bound, or an error naming the file when it overflows 64 bits.
+/// The max-live lower bound, or an error naming the file, the step and the buffers live
+/// at it when it overflows 64 bits.
 fn max_live(problem: &Problem, file: &Path) -> Result<u64> {
     bound::max_live(problem).with_context(|| {
+        let Some(overflow) = bound::live_overflow(problem) else {
+            return format!("'{}': the live bytes overflow 64 bits", file.display());
+        };
+        let mut live: Vec<&memplan::Buffer> =
+            overflow.live.iter().map(|&id| problem.buffer(id)).collect();
+        live.sort_by_key(|b| std::cmp::Reverse(b.size));
+        let largest: Vec<String> = live
+            .iter()
+            .take(3)
+            .map(|b| {
+                format!(
+                    "'{}' ({} bytes)",
+                    memplan::render::printable(&b.name),
+                    b.size
+                )
+            })
+            .collect();
         format!(
-            "'{}': the bytes live at one step add up to more than 2^64",
-            file.display()
+            "'{}': the {} buffers live at step {} add up to more than 2^64 bytes \
+             (largest: {}); no arena can hold them: check these sizes in the file",
+            file.display(),
+            live.len(),
+            overflow.step,
+            largest.join(", ")
         )
     })
 }

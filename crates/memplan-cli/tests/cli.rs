@@ -255,6 +255,17 @@ fn bad_input_exits_2_naming_line_and_field() {
             "id,lower,upper,size,offset\na,0,2,4,18446744073709551615\n",
             &[":2", "offset"],
         ),
+        (
+            // Each size fits, their sum at step 1 does not: the step and buffers are named.
+            "live_overflow.csv",
+            "id,lower,upper,size\nsmall,3,4,4\nbig,0,3,18446744073709551615\nother,1,3,9\n",
+            &[
+                "step 1",
+                "2 buffers",
+                "'big' (18446744073709551615 bytes)",
+                "'other'",
+            ],
+        ),
     ];
     for (name, text, needles) in cases {
         let path = dir.path().join(name);

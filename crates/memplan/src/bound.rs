@@ -1,6 +1,6 @@
 //! Lower bounds on the arena of any valid plan.
 
-use crate::problem::Problem;
+use crate::problem::{BufferId, Problem};
 
 /// The max-live bound: the largest total size of buffers live at one step, found by a
 /// sweep over lifetime endpoints (gaps taken into account). No valid plan has a smaller
@@ -26,6 +26,39 @@ pub fn max_live(problem: &Problem) -> Option<u64> {
 ///    └──┴─────────────────┴──▶ t     [(0, 4), (3, 6), (4, 4), (5, 2), (8, 0)]
 /// ```
 pub fn live_profile(problem: &Problem) -> Option<Vec<(u64, u64)>> {
+    sweep(problem).ok()
+}
+
+/// Why the bytes live at one step do not fit in 64 bits: the first such step, and the
+/// buffers live at it (their sizes add up to more than `u64::MAX`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveOverflow {
+    /// The first step at which the live bytes overflow.
+    pub step: u64,
+    /// The buffers live at that step, in problem order.
+    pub live: Vec<BufferId>,
+}
+
+/// Where [`max_live`] overflows 64 bits (for an error message that names the step and the
+/// buffers); `None` when it does not.
+pub fn live_overflow(problem: &Problem) -> Option<LiveOverflow> {
+    let step = sweep(problem).err()?;
+    let live = problem
+        .ids()
+        .filter(|&id| {
+            let mut live = false;
+            problem.buffer(id).for_each_live_segment(|segment| {
+                live |= segment.start <= step && step < segment.end
+            });
+            live
+        })
+        .collect();
+    Some(LiveOverflow { step, live })
+}
+
+/// The sweep behind [`live_profile`]; `Err(step)` at the first step whose live bytes
+/// overflow 64 bits.
+fn sweep(problem: &Problem) -> Result<Vec<(u64, u64)>, u64> {
     let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(problem.len() * 2);
     for buffer in problem.buffers() {
         for segment in buffer.live_segments() {
@@ -39,7 +72,7 @@ pub fn live_profile(problem: &Problem) -> Option<Vec<(u64, u64)>> {
     let mut live = 0u64;
     for (k, &(t, starts, size)) in events.iter().enumerate() {
         if starts {
-            live = live.checked_add(size)?;
+            live = live.checked_add(size).ok_or(t)?;
         } else {
             live -= size;
         }
@@ -50,7 +83,7 @@ pub fn live_profile(problem: &Problem) -> Option<Vec<(u64, u64)>> {
             }
         }
     }
-    Some(profile)
+    Ok(profile)
 }
 
 #[cfg(test)]
@@ -88,11 +121,19 @@ mod tests {
             Buffer::new("b", 1, 1, 3),
         ]);
         assert_eq!(max_live(&p), None);
+        assert_eq!(
+            live_overflow(&p),
+            Some(LiveOverflow {
+                step: 1,
+                live: vec![BufferId(0), BufferId(1)]
+            })
+        );
         let p = problem(vec![
             Buffer::new("a", u64::MAX, 0, 2),
             Buffer::new("b", 1, 2, 3),
         ]);
         assert_eq!(max_live(&p), Some(u64::MAX));
+        assert_eq!(live_overflow(&p), None);
     }
 
     #[test]

@@ -78,6 +78,7 @@ use std::fmt::{self, Write as _};
 
 use crate::plan::Plan;
 use crate::problem::{Buffer, Lifetime, Problem, ProblemError};
+use crate::render::printable;
 
 /// What is wrong with a CSV input, where, and what would fix it.
 ///
@@ -657,23 +658,6 @@ pub(crate) fn cells<'a>(
 /// A decimal `u64` cell, or what is wrong with it (for a message).
 pub(crate) fn parse_number(text: &str) -> Result<u64, String> {
     parse_u64(text).map_err(|e| e.message(text))
-}
-
-/// Text for a message: control characters (line breaks in quoted ids, say) escaped.
-pub(crate) fn printable(text: &str) -> Cow<'_, str> {
-    if text.chars().any(char::is_control) {
-        let mut escaped = String::with_capacity(text.len() + 8);
-        for c in text.chars() {
-            if c.is_control() {
-                escaped.extend(c.escape_default());
-            } else {
-                escaped.push(c);
-            }
-        }
-        Cow::Owned(escaped)
-    } else {
-        Cow::Borrowed(text)
-    }
 }
 
 /// A cell's text for a message: [`printable`], and cut after 40 characters.

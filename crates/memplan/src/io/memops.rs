@@ -216,7 +216,10 @@ pub fn read_ops(text: &str, source: &str) -> Result<Vec<MemOp>, CsvError> {
                 return Err(error(
                     line,
                     Some("op"),
-                    format!("'{}' is neither 'alloc' nor 'free'", csv::printable(other)),
+                    format!(
+                        "'{}' is neither 'alloc' nor 'free'",
+                        crate::render::printable(other)
+                    ),
                 ))
             }
         };
@@ -247,7 +250,7 @@ pub fn problem_from_ops(ops: &[MemOp], source: &str) -> Result<Problem, CsvError
     let steps = ops.len() as u64;
     for (step, op) in ops.iter().enumerate() {
         let step = step as u64;
-        let name = csv::printable(&op.tensor);
+        let name = crate::render::printable(&op.tensor);
         match op.kind {
             OpKind::Alloc => {
                 let size = match op.size {
