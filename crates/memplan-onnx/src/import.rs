@@ -278,6 +278,24 @@ fn monotone(op: &str, slots: &[usize]) -> bool {
     }
 }
 
+/// A value computed from bounded values (`bounded`: the slots of the inputs that are, and
+/// their names; `usize::MAX` for a value a control-flow body reads) is bounded too. Its
+/// folded contents (a shape value holding the bound) stay only through operators that never
+/// turn a larger input into a smaller output; any other leaves them unknown, so that no size
+/// is ever planned below the real one.
+fn inherit_bound(op: &str, bounded: &[(usize, String)], info: &mut Info) {
+    let Some((_, first)) = bounded.first() else {
+        return;
+    };
+    if info.bound.is_none() {
+        info.bound = Some(format!("computed from the bounded value '{first}'"));
+    }
+    let slots: Vec<usize> = bounded.iter().map(|(s, _)| *s).collect();
+    if info.data.is_some() && !monotone(op, &slots) {
+        info.data = None;
+    }
+}
+
 /// IEEE 754 half precision bits to `f64` (subnormals, infinities and NaN included).
 fn half_to_f64(h: u16) -> f64 {
     let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
@@ -602,6 +620,8 @@ pub fn import_model(
         .map(Reverse)
         .collect();
     let mut done = vec![false; g.node.len()];
+    // What each control-flow node's bodies hold while it runs.
+    let mut temps: Vec<Vec<control::Temp>> = vec![Vec::new(); g.node.len()];
     while let Some(Reverse(i)) = ready.pop() {
         done[i] = true;
         let n = &g.node[i];
@@ -627,7 +647,17 @@ pub fn import_model(
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
         } else if control::is_control(n) {
             let outer = |name: &str| facts.get(name).cloned();
-            control::infer(&imp, n, &ins, &outer, opset_of(i), options).map_err(fail)?
+            control::infer(
+                &imp,
+                n,
+                &ins,
+                &outer,
+                opset_of(i),
+                options,
+                &node_label(i),
+                &mut temps[i],
+            )
+            .map_err(fail)?
         } else {
             let ctx = node_ctx(n, &ins, &attrs[i], opset_of(i), options);
             match infer::infer_node(&ctx) {
@@ -661,28 +691,14 @@ pub fn import_model(
                 )));
             };
             let mut info = info.clone();
-            // A value computed from a bounded one is bounded too. Its folded contents (a
-            // shape value holding the bound) stay only through operators that never turn a
-            // larger input into a smaller output; any other leaves them unknown, so that no
-            // size is ever planned below the real one.
-            let bounded_slots: Vec<usize> = n
+            let bounded: Vec<(usize, String)> = n
                 .input
                 .iter()
                 .enumerate()
                 .filter(|(_, inp)| facts.get(inp.as_str()).is_some_and(|f| f.bound.is_some()))
-                .map(|(s, _)| s)
+                .map(|(s, inp)| (s, inp.clone()))
                 .collect();
-            if let Some(&first) = bounded_slots.first() {
-                if info.bound.is_none() {
-                    info.bound = Some(format!(
-                        "computed from the bounded value '{}'",
-                        n.input[first]
-                    ));
-                }
-                if info.data.is_some() && !monotone(&n.op_type, &bounded_slots) {
-                    info.data = None;
-                }
-            }
+            inherit_bound(&n.op_type, &bounded, &mut info);
             if info.dtype == DType::String {
                 return Err(fail(format!(
                     "output '{out}' is a STRING tensor, which has no fixed size"
@@ -782,6 +798,25 @@ pub fn import_model(
             ids.insert(out.as_str(), id);
         }
     }
+    // Body values, after every value of the outer graph so that they never take an outer
+    // name: a repeated name gets a `#k` suffix.
+    let mut temp_ids: Vec<Vec<ValueId>> = vec![Vec::new(); g.node.len()];
+    for (i, list) in temps.iter().enumerate() {
+        for t in list {
+            let mut name = t.name.clone();
+            if graph.value_by_name(&name).is_some() {
+                let mut k = 1;
+                while graph.value_by_name(&format!("{name}#{k}")).is_some() {
+                    k += 1;
+                }
+                name = format!("{name}#{k}");
+            }
+            let id = add(&mut graph, &name, &t.info, t.kind)?;
+            if t.kind == ValueKind::Activation {
+                temp_ids[i].push(id);
+            }
+        }
+    }
     let mut names_taken: BTreeSet<String> = g.node.iter().map(|n| n.name.clone()).collect();
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for (i, (n, a)) in g.node.iter().zip(attrs).enumerate() {
@@ -809,12 +844,15 @@ pub fn import_model(
             .collect();
         // A Constant node stays in the node order (steps are numbered by file position) but
         // its value is a `Constant` without a producer, outside the activation arena.
+        // A control-flow node also writes what its bodies hold (read by nobody, they live
+        // over its step).
         let outputs: Vec<ValueId> = if n.op_type == "Constant" {
             Vec::new()
         } else {
             n.output
                 .iter()
                 .filter_map(|o| ids.get(o.as_str()).copied())
+                .chain(temp_ids[i].iter().copied())
                 .collect()
         };
         let id = graph

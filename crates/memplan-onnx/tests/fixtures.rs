@@ -215,6 +215,214 @@ fn control_flow() {
 }
 
 #[test]
+fn control_flow_body_values_are_temporaries_of_the_node() {
+    // What the bodies hold are extra outputs of the If/Loop/Scan node that nobody reads:
+    // they live over the node's step only (the If at step 3, the Loop at step 5, the Scan
+    // at step 6), the taken branch alone for the If whose condition is a constant.
+    let g = check("control_flow");
+    let node = |name: &str| &g.nodes()[g.node_by_name(name).unwrap().index()];
+    let writes = |name: &str| -> Vec<String> {
+        node(name)
+            .outputs
+            .iter()
+            .map(|v| g.value(*v).name.clone())
+            .collect()
+    };
+    assert_eq!(
+        writes("if_runtime"),
+        [
+            "branch",
+            "if_runtime/then_branch/t0",
+            "if_runtime/then_branch/t_out",
+            "if_runtime/else_branch/e0",
+            "if_runtime/else_branch/e_out"
+        ]
+    );
+    assert_eq!(
+        writes("if_known"),
+        ["taken", "if_known/then_branch/big_out"]
+    );
+    assert_eq!(
+        writes("loop"),
+        [
+            "acc",
+            "stacked",
+            "loop/body/i",
+            "loop/body/cond_in",
+            "loop/body/acc_in",
+            "loop/body/cond_out",
+            "loop/body/acc_out",
+            "loop/body/scan_out"
+        ]
+    );
+    assert_eq!(
+        writes("scan"),
+        [
+            "s_final",
+            "squares",
+            "scan/body/s_in",
+            "scan/body/elem",
+            "scan/body/s_out",
+            "scan/body/sq"
+        ]
+    );
+}
+
+/// Bytes and `[start, end)` of an arena value of `g`.
+fn bytes_and_life(
+    g: &memplan_graph::Graph,
+    a: &memplan_graph::analysis::Analysis,
+    name: &str,
+) -> (u64, u64, u64) {
+    let id = g.value_by_name(name).unwrap_or_else(|| panic!("{name}"));
+    let life = a.values[id.index()].lifetime.unwrap();
+    (g.value(id).bytes, life.start, life.end)
+}
+
+#[test]
+fn control_bodies() {
+    // If with temporaries in both branches (step 3), Loop (step 4) and Scan (step 5) with
+    // body temporaries, an If nested in a Loop (step 6) whose condition depends on the
+    // iteration number: every body value lives over its node's step, one iteration's worth.
+    let g = check("control_bodies");
+    for options in [Options::NONE, Options::default()] {
+        let a = analyse(&g, Order::File, options).unwrap();
+        let life = |name: &str| bytes_and_life(&g, &a, name);
+        for (name, bytes) in [
+            ("if_temps/then_branch/t_wide", 256),
+            ("if_temps/then_branch/t_act", 256),
+            ("if_temps/then_branch/t_out", 128),
+            ("if_temps/else_branch/e_tr", 128),
+            ("if_temps/else_branch/e_sq", 128),
+            ("if_temps/else_branch/e_out", 128),
+        ] {
+            assert_eq!(life(name), (bytes, 3, 4), "{name}");
+        }
+        for (name, bytes) in [
+            ("loop_temps/body/i", 8),
+            ("loop_temps/body/cond_in", 1),
+            ("loop_temps/body/acc_in", 128),
+            ("loop_temps/body/l_up", 256),
+            ("loop_temps/body/l_act", 256),
+            ("loop_temps/body/acc_out", 128),
+            ("loop_temps/body/l_sum", 4),
+        ] {
+            assert_eq!(life(name), (bytes, 4, 5), "{name}");
+        }
+        for (name, bytes) in [
+            ("scan_temps/body/s_in", 32),
+            ("scan_temps/body/row", 128),
+            ("scan_temps/body/r_sq", 128),
+            ("scan_temps/body/r_sum", 32),
+            ("scan_temps/body/s_out", 32),
+        ] {
+            assert_eq!(life(name), (bytes, 5, 6), "{name}");
+        }
+        for (name, bytes) in [
+            ("nested_loop/body/h_in", 128),
+            ("nested_loop/body/i_mod", 8),
+            ("nested_loop/body/is_odd", 1),
+            ("nested_loop/body/inner_if/then_branch/n_up", 256),
+            ("nested_loop/body/inner_if/then_branch/n_out", 128),
+            ("nested_loop/body/inner_if/else_branch/m_neg", 128),
+            ("nested_loop/body/inner_if/else_branch/m_out", 128),
+            ("nested_loop/body/picked", 128),
+            ("nested_loop/body/h_out", 128),
+        ] {
+            assert_eq!(life(name), (bytes, 6, 7), "{name}");
+        }
+        // The outer values the bodies read live across their node (the nested If's reads
+        // included); the outputs are planned as before.
+        assert_eq!(life("x"), (128, 0, 7));
+        assert_eq!(life("sums"), (16, 4, 8));
+        assert_eq!(life("row_sums"), (192, 5, 8));
+        // The If's step holds x, positive, branch and both branches' temporaries (1024
+        // bytes): the largest step of the graph.
+        assert_eq!(a.stats.max_live_bytes, 128 + 768 + 1 + 128 + 1024);
+        let plan = planner::by_name("best-of")
+            .unwrap()
+            .plan(&a.problem)
+            .unwrap();
+        let report = checker::check(&a.problem, &plan);
+        assert!(report.is_valid(), "{:?}", report.violations);
+    }
+    let reads = |name: &str| -> Vec<String> {
+        g.nodes()[g.node_by_name(name).unwrap().index()]
+            .inputs
+            .iter()
+            .flatten()
+            .map(|v| g.value(*v).name.clone())
+            .collect()
+    };
+    assert_eq!(
+        reads("nested_loop"),
+        ["two", "yes", "x", "one", "w_up", "w_down"]
+    );
+    assert_eq!(g.bounded().count(), 0);
+}
+
+#[test]
+fn body_values_computed_from_a_bound_are_bounded() {
+    // control_bodies with `nz = NonZero(x)` first and the If's then branch casting it: the
+    // body value is planned at NonZero's upper bound and marked so, naming where it comes
+    // from; nz is read by the If (it lives across it).
+    use memplan_onnx::proto::{attribute_type, AttributeProto, NodeProto};
+    let bytes = std::fs::read(dir().join("control_bodies.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cb").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let if_node = g.node.iter_mut().find(|n| n.name == "if_temps").unwrap();
+    let then_b = if_node
+        .attribute
+        .iter_mut()
+        .find(|a| a.name == "then_branch")
+        .unwrap()
+        .g
+        .as_mut()
+        .unwrap();
+    then_b.node.push(NodeProto {
+        name: "then_cast".into(),
+        op_type: "Cast".into(),
+        input: vec!["nz".into()],
+        output: vec!["t_nz".into()],
+        attribute: vec![AttributeProto {
+            name: "to".into(),
+            r#type: attribute_type::INT,
+            i: 1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    g.node.insert(
+        0,
+        NodeProto {
+            name: "nz".into(),
+            op_type: "NonZero".into(),
+            input: vec!["x".into()],
+            output: vec!["nz".into()],
+            ..Default::default()
+        },
+    );
+    let bytes = prost::Message::encode_to_vec(&m);
+    let graph = memplan_onnx::import_bytes(&bytes, "cb", &ImportOptions::default()).unwrap();
+    let t = graph.value_by_name("if_temps/then_branch/t_nz").unwrap();
+    assert_eq!(graph.value(t).shape.as_deref(), Some(&[2, 32][..]));
+    assert_eq!(graph.value(t).bytes, 256);
+    let why = graph.bound_reason(t).unwrap();
+    assert!(why.contains("'nz'"), "{why}");
+    let a = analyse(&graph, Order::File, Options::default()).unwrap();
+    assert_eq!(
+        bytes_and_life(&graph, &a, "if_temps/then_branch/t_nz"),
+        (256, 4, 5)
+    );
+    assert_eq!(bytes_and_life(&graph, &a, "nz"), (512, 1, 5));
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&a.problem)
+        .unwrap();
+    assert!(checker::check(&a.problem, &plan).is_valid());
+}
+
+#[test]
 fn data_dependent_loop_needs_max_dim() {
     // The same Loop with a runtime trip count: an error naming --max-dim, then a bound.
     let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();

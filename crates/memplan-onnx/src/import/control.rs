@@ -8,18 +8,50 @@
 //!   else both branches, which must agree (or differ only in sizes: the larger is planned,
 //!   marked as a bound); `Loop` stacks its scan outputs along the trip count (`M` when known,
 //!   else `--max-dim`, marked as a bound); `Scan` stacks along its scan inputs' length.
-//! - Body temporaries are not values of the graph: the node is one step, and what its body
-//!   allocates inside that step is not planned (doc/onnx.md).
+//! - **Body values are temporaries of the node's step** ([`Temp`]): every value a body holds
+//!   (its formal inputs and every output of its nodes, nested bodies included) is recorded
+//!   while the body is inferred, under the scoped name `<node>/<attribute>/<value>`
+//!   (`loop/body/acc_out`, `loop/body/inner_if/then_branch/t`), and the importer makes it an
+//!   extra output of the control-flow node that nobody reads: it lives over the node's step
+//!   `[s, s + 1)`, with the node's inputs and outputs. That is one iteration's worth for
+//!   `Loop` and `Scan` (an iteration's values are dead when the next one starts) and both
+//!   branches for an `If` whose condition is unknown (the taken branch alone when it is
+//!   known). It never under-plans: whatever a body allocates, it allocates during its
+//!   node's step. It does not share memory between the values of one body (planning the
+//!   body's own steps would). Body initialisers and `Constant` outputs become weights and
+//!   constants, outside the arena.
+//! - **Upper bounds** reach into bodies: a body value computed from a bounded value (outer
+//!   or local) is bounded too, with the same rule as the outer graph's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use memplan_graph::{Attribute, DType};
+use memplan_graph::{Attribute, DType, ValueKind};
 
-use super::{constant_value, node_ctx, Importer};
+use super::{constant_value, inherit_bound, node_ctx, Importer};
 use crate::fold::Data;
 use crate::infer::{self, Info, NodeError};
 use crate::proto::{GraphProto, NodeProto};
 use crate::ImportOptions;
+
+/// A value a body holds while its control-flow node runs.
+#[derive(Clone, Debug)]
+pub(super) struct Temp {
+    /// `<node>/<attribute>/<value>`; a nested body adds `<inner node>/<attribute>/`.
+    pub name: String,
+    pub info: Info,
+    /// [`ValueKind::Activation`] for formal inputs and node outputs (temporaries of the
+    /// node's step), [`ValueKind::Weight`] for initialisers, [`ValueKind::Constant`] for
+    /// `Constant` outputs.
+    pub kind: ValueKind,
+}
+
+/// `info` with the bound `why` (when there is one).
+fn with_bound(mut info: Info, why: Option<String>) -> Info {
+    if info.bound.is_none() {
+        info.bound = why;
+    }
+    info
+}
 
 /// True for the control-flow operators of the default domain.
 pub(super) fn is_control(n: &NodeProto) -> bool {
@@ -88,7 +120,9 @@ pub(super) fn add_implicit_inputs(g: &GraphProto) -> Option<(GraphProto, Vec<usi
 }
 
 /// Infers a control-flow node's outputs. `inputs` are its own inputs (without the implicit
-/// ones), `outer` every value in scope.
+/// ones), `outer` every value in scope. The values its bodies hold are appended to `temps`,
+/// named under `path` (the node's own scoped name).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn infer(
     imp: &Importer,
     n: &NodeProto,
@@ -96,6 +130,8 @@ pub(super) fn infer(
     outer: &dyn Fn(&str) -> Option<Info>,
     opset: i64,
     options: &ImportOptions,
+    path: &str,
+    temps: &mut Vec<Temp>,
 ) -> Result<Vec<Info>, String> {
     let body = |name: &str| -> Result<&GraphProto, String> {
         bodies(n)
@@ -117,8 +153,9 @@ pub(super) fn infer(
                 Some(Data::Ints(v)) if v.len() == 1 => Some(v[0] != 0),
                 _ => None,
             };
-            let run = |name: &str| -> Result<Vec<Info>, String> {
-                infer_graph(imp, body(name)?, &[], outer, opset, options)
+            let mut run = |name: &str| -> Result<Vec<Info>, String> {
+                let scope = format!("{path}/{name}");
+                infer_graph(imp, body(name)?, &[], outer, opset, options, &scope, temps)
                     .map_err(|e| format!("in {name}: {e}"))
             };
             match pick {
@@ -161,8 +198,13 @@ pub(super) fn infer(
                 Info::new(DType::Int64, vec![]),
                 Info::new(DType::Bool, vec![]),
             ];
-            formal.extend(carried.iter().map(|c| Info::new(c.dtype, c.shape.clone())));
-            let outs = infer_graph(imp, g, &formal, outer, opset, options)
+            formal.extend(
+                carried
+                    .iter()
+                    .map(|c| with_bound(Info::new(c.dtype, c.shape.clone()), c.bound.clone())),
+            );
+            let scope = format!("{path}/body");
+            let outs = infer_graph(imp, g, &formal, outer, opset, options, &scope, temps)
                 .map_err(|e| format!("in body: {e}"))?;
             let n_carried = carried.len();
             if outs.len() < 1 + n_carried {
@@ -179,14 +221,17 @@ pub(super) fn infer(
                         init.dtype, init.shape, out.dtype, out.shape
                     ));
                 }
-                result.push(Info::new(out.dtype, out.shape.clone()));
+                result.push(with_bound(
+                    Info::new(out.dtype, out.shape.clone()),
+                    out.bound.clone().or_else(|| init.bound.clone()),
+                ));
             }
             for s in &outs[1 + n_carried..] {
                 let mut shape = vec![trip];
                 shape.extend_from_slice(&s.shape);
                 result.push(match &bound {
                     Some(why) => Info::bounded(s.dtype, shape, why.clone()),
-                    None => Info::new(s.dtype, shape),
+                    None => with_bound(Info::new(s.dtype, shape), s.bound.clone()),
                 });
             }
             Ok(result)
@@ -218,7 +263,10 @@ pub(super) fn infer(
             let mut formal = Vec::new();
             for s in 0..n_states {
                 let i = input(s)?;
-                formal.push(Info::new(i.dtype, i.shape.clone()));
+                formal.push(with_bound(
+                    Info::new(i.dtype, i.shape.clone()),
+                    i.bound.clone(),
+                ));
             }
             let mut len = None;
             for k in 0..m {
@@ -239,10 +287,11 @@ pub(super) fn infer(
                 }
                 let mut shape = i.shape.clone();
                 shape.remove(ax);
-                formal.push(Info::new(i.dtype, shape));
+                formal.push(with_bound(Info::new(i.dtype, shape), i.bound.clone()));
             }
             let len = len.unwrap_or(0);
-            let outs = infer_graph(imp, g, &formal, outer, opset, options)
+            let scope = format!("{path}/body");
+            let outs = infer_graph(imp, g, &formal, outer, opset, options, &scope, temps)
                 .map_err(|e| format!("in body: {e}"))?;
             if outs.len() < n_states {
                 return Err(format!(
@@ -252,7 +301,7 @@ pub(super) fn infer(
             }
             let mut result: Vec<Info> = outs[..n_states]
                 .iter()
-                .map(|o| Info::new(o.dtype, o.shape.clone()))
+                .map(|o| with_bound(Info::new(o.dtype, o.shape.clone()), o.bound.clone()))
                 .collect();
             for (k, o) in outs[n_states..].iter().enumerate() {
                 let ax = out_axes.get(k).copied().unwrap_or(0);
@@ -264,7 +313,7 @@ pub(super) fn infer(
                 })?;
                 let mut shape = o.shape.clone();
                 shape.insert(ax, len);
-                result.push(Info::new(o.dtype, shape));
+                result.push(with_bound(Info::new(o.dtype, shape), o.bound.clone()));
             }
             Ok(result)
         }
@@ -285,7 +334,7 @@ fn user_trip(options: &ImportOptions, why: &str) -> Result<(u64, Option<String>)
 /// of two of one rank and type (marked as a bound).
 fn merge_branches(k: usize, a: Info, b: Info) -> Result<Info, String> {
     if a.dtype == b.dtype && a.shape == b.shape {
-        return Ok(Info::new(a.dtype, a.shape));
+        return Ok(with_bound(Info::new(a.dtype, a.shape), a.bound.or(b.bound)));
     }
     if a.dtype != b.dtype || a.shape.len() != b.shape.len() {
         return Err(format!(
@@ -320,7 +369,9 @@ fn attrs_of(imp: &Importer, n: &NodeProto) -> Result<BTreeMap<String, Attribute>
 }
 
 /// Infers a sub-graph's outputs, its nodes in their order: `formal` for its inputs, its
-/// own initialisers, and `outer` for every other name.
+/// own initialisers, and `outer` for every other name. Every value it defines is appended
+/// to `temps` as `<scope>/<name>`, nested bodies under `<scope>/<inner node>/<attribute>`.
+#[allow(clippy::too_many_arguments)]
 fn infer_graph(
     imp: &Importer,
     g: &GraphProto,
@@ -328,6 +379,8 @@ fn infer_graph(
     outer: &dyn Fn(&str) -> Option<Info>,
     opset: i64,
     options: &ImportOptions,
+    scope: &str,
+    temps: &mut Vec<Temp>,
 ) -> Result<Vec<Info>, String> {
     if formal.len() != g.input.len() {
         return Err(format!(
@@ -337,13 +390,22 @@ fn infer_graph(
         ));
     }
     let mut local: HashMap<String, Info> = HashMap::new();
+    let record = |name: &str, info: &Info, kind: ValueKind, temps: &mut Vec<Temp>| {
+        temps.push(Temp {
+            name: format!("{scope}/{name}"),
+            info: info.clone(),
+            kind,
+        });
+    };
     for (vi, f) in g.input.iter().zip(formal) {
         local.insert(vi.name.clone(), f.clone());
+        record(&vi.name, f, ValueKind::Activation, temps);
     }
     for t in &g.initializer {
         let info = imp
             .tensor(t, &t.name, |_| true)
             .map_err(|e| e.to_string())?;
+        record(&t.name, &info, ValueKind::Weight, temps);
         local.insert(t.name.clone(), info);
     }
     for (i, n) in g.node.iter().enumerate() {
@@ -370,12 +432,36 @@ fn infer_graph(
                 }
             }
         }
+        // The bounded values the node reads (slot, graph name): its own inputs, and for a
+        // nested control-flow node the values its bodies read (no slot of its own).
+        let graph_name = |name: &str| -> String {
+            if local.contains_key(name) {
+                format!("{scope}/{name}")
+            } else {
+                name.to_string()
+            }
+        };
+        let mut bounded: Vec<(usize, String)> = owned
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.as_ref().is_some_and(|i| i.bound.is_some()))
+            .map(|(slot, _)| (slot, graph_name(&n.input[slot])))
+            .collect();
         let ins: Vec<Option<&Info>> = owned.iter().map(Option::as_ref).collect();
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&label, &attrs).map_err(fail)?]
         } else if is_control(n) {
-            let scope = |name: &str| local.get(name).cloned().or_else(|| outer(name));
-            infer(imp, n, &ins, &scope, opset, options).map_err(fail)?
+            for (_, b) in bodies(n) {
+                for name in free_names(b) {
+                    let info = local.get(&name).cloned().or_else(|| outer(&name));
+                    if info.is_some_and(|i| i.bound.is_some()) {
+                        bounded.push((usize::MAX, graph_name(&name)));
+                    }
+                }
+            }
+            let scope_of = |name: &str| local.get(name).cloned().or_else(|| outer(name));
+            let path = format!("{scope}/{label}");
+            infer(imp, n, &ins, &scope_of, opset, options, &path, temps).map_err(fail)?
         } else {
             let ctx = node_ctx(n, &ins, &attrs, opset, options);
             match infer::infer_node(&ctx) {
@@ -389,11 +475,16 @@ fn infer_graph(
                 }
             }
         };
+        let kind = if n.op_type == "Constant" {
+            ValueKind::Constant
+        } else {
+            ValueKind::Activation
+        };
         for (slot, out) in n.output.iter().enumerate() {
             if out.is_empty() {
                 continue;
             }
-            let info = outs.get(slot).cloned().ok_or_else(|| {
+            let mut info = outs.get(slot).cloned().ok_or_else(|| {
                 fail(format!(
                     "{} defines {} outputs, the node has {}",
                     n.op_type,
@@ -401,6 +492,8 @@ fn infer_graph(
                     n.output.len()
                 ))
             })?;
+            inherit_bound(&n.op_type, &bounded, &mut info);
+            record(out, &info, kind, temps);
             local.insert(out.clone(), info);
         }
     }
