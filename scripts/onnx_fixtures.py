@@ -195,54 +195,116 @@ def run_values(m, feeds):
     return env
 
 
-def body_tensors(n, env, path, opset, known):
-    """(dtype, shape) of every value the bodies of control-flow node `n` hold, named
-    `<path>/<attribute>/<value>`: each body runs alone in onnxruntime (its formal inputs and
-    the outer values it reads as graph inputs) on its first iteration's values from `env`;
-    nested bodies recurse. An If whose condition `known(name)` says is a constant counts its
-    taken branch only, like memplan."""
+def expand(n, path, env, opset, known, rename, implicit):
+    """The steps memplan makes of control-flow node `n` (graph name `path`), as
+    (name, reads, writes) by graph names, and the (dtype, shape) of every value its bodies
+    hold, named `<path>/<attribute>/<value>`. Each body runs alone in onnxruntime (its
+    formal inputs and the outer values it reads as graph inputs) on its first iteration's
+    values from `env`; nested bodies recurse. An If whose condition `known(name)` says is a
+    constant lays out its taken branch only, like memplan. `rename` maps a name in scope to
+    its graph name; `implicit` are the outer values the bodies read (graph names)."""
     graphs = {a.name: a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH}
+    own = [rename(x) if x else "" for x in n.input]
+    outs = [rename(o) for o in n.output if o]
     if n.op_type == "If":
         cond = n.input[0]
         names = [("then_branch" if bool(env[cond]) else "else_branch")] if known(cond) else [
             "then_branch", "else_branch"]
         runs = [(k, graphs[k], []) for k in names]
     elif n.op_type == "Loop":
-        g = graphs["body"]
         vals = [np.array(0, np.int64), np.array(True)] + [env[x] for x in n.input[2:]]
-        runs = [("body", g, vals)]
-    elif n.op_type == "Scan":
-        g = graphs["body"]
+        runs = [("body", graphs["body"], vals)]
+    else:  # Scan
         a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
         m = a["num_scan_inputs"]
         states, scans = n.input[:len(n.input) - m], n.input[len(n.input) - m:]
         axes = list(a.get("scan_input_axes", [])) or [0] * m
         vals = [env[x] for x in states] + [np.take(env[x], 0, axis=ax) for x, ax in zip(scans, axes)]
-        runs = [("body", g, vals)]
-    else:
-        return {}
-    rows = {}
+        runs = [("body", graphs["body"], vals)]
+    rows, body_steps, formals, body_outs = {}, [], [], []
     for attr, g, vals in runs:
         scope = f"{path}/{attr}"
-        formals = {vi.name: v for vi, v in zip(g.input, vals)}
+        local = {vi.name for vi in g.input} | {t.name for t in g.initializer}
+        for bn in g.node:
+            local |= {o for o in bn.output if o}
+        inner_rename = (lambda scope, local: lambda x: f"{scope}/{x}" if x in local else rename(x))(
+            scope, local)
+        feeds = {vi.name: v for vi, v in zip(g.input, vals)}
         reads = list(dict.fromkeys(outer_reads(g)))
         inputs = [helper.make_tensor_value_info(k, NP_TO_ONNX[v.dtype], list(v.shape))
-                  for k, v in list(formals.items()) + [(r, env[r]) for r in reads]]
-        feeds = {**formals, **{r: env[r] for r in reads}}
-        sub = model(list(g.node), inputs, [], list(g.initializer), opset=opset)
-        got = run_values(sub, feeds)
-        for k, v in formals.items():
+                  for k, v in list(feeds.items()) + [(r, env[r]) for r in reads]]
+        got = run_values(model(list(g.node), inputs, [], list(g.initializer), opset=opset),
+                         {**feeds, **{r: env[r] for r in reads}})
+        for k, v in feeds.items():
             rows[f"{scope}/{k}"] = (NP_TO_ONNX[v.dtype], list(v.shape))
+            formals.append(f"{scope}/{k}")
         inner_env = {**env, **got}
         for i, bn in enumerate(g.node):
-            if bn.op_type == "Constant":
-                continue
+            label = f"{scope}/{bn.name or f'node_{i}'}"
+            if any(x.type == onnx.AttributeProto.GRAPH for x in bn.attribute):
+                inner_reads = []
+                for x in bn.attribute:
+                    if x.type == onnx.AttributeProto.GRAPH:
+                        inner_reads += outer_reads(x.g)
+                inner_reads = [inner_rename(r) for r in dict.fromkeys(inner_reads)]
+                steps, inner_rows = expand(bn, label, inner_env, opset, lambda _: False,
+                                           inner_rename, inner_reads)
+                body_steps += steps
+                rows.update(inner_rows)
+            else:
+                writes = [] if bn.op_type == "Constant" else [inner_rename(o) for o in bn.output if o]
+                body_steps.append((label, [inner_rename(x) for x in bn.input if x], writes))
             for o in bn.output:
-                if o:
+                if o and bn.op_type != "Constant":
                     rows[f"{scope}/{o}"] = (NP_TO_ONNX[got[o].dtype], list(got[o].shape))
-            label = bn.name or f"node_{i}"
-            rows.update(body_tensors(bn, inner_env, f"{scope}/{label}", opset, lambda _: False))
-    return rows
+        body_outs += [inner_rename(o.name) for o in g.output]
+    # The node writes its outputs and the formal inputs; the closing step reads the body
+    # outputs and the node's outputs, and for a Loop or Scan what every iteration reads
+    # again: the formal inputs, the outer values the body reads, (Scan) the scan inputs.
+    end_reads = list(body_outs)
+    if n.op_type in ("Loop", "Scan"):
+        end_reads += formals + implicit
+    if n.op_type == "Scan":
+        end_reads += [x for x in own if x]
+    steps = [(path, [x for x in own if x] + implicit, outs + formals)] + body_steps + [
+        (f"{path}/end", end_reads + outs, [])]
+    return steps, rows
+
+
+def flat_steps(m, env, opset, known):
+    """The file's nodes with every control-flow node expanded (`expand`), as
+    (name, reads, writes), and the rows of the values the bodies add."""
+    steps, rows = [], {}
+    for i, n in enumerate(m.graph.node):
+        label = n.name or f"node_{i}"
+        if any(a.type == onnx.AttributeProto.GRAPH for a in n.attribute):
+            implicit = []
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    implicit += outer_reads(a.g)
+            s, r = expand(n, label, env, opset, known, lambda x: x, list(dict.fromkeys(implicit)))
+            steps += s
+            rows.update(r)
+        else:
+            writes = [] if n.op_type == "Constant" else [o for o in n.output if o]
+            steps.append((label, [x for x in n.input if x], writes))
+    return steps, rows
+
+
+def step_lifetimes(steps, inputs, outputs):
+    """`lifetimes` over explicit (name, reads, writes) steps."""
+    start, end = {}, {}
+    for x in inputs:
+        start[x], end[x] = 0, 1
+    for i, (_, reads, writes) in enumerate(steps):
+        for o in writes:
+            start[o], end[o] = i + 1, i + 2
+        for x in reads:
+            if x in start:
+                end[x] = max(end[x], i + 2)
+    for o in outputs:
+        end[o] = len(steps) + 1
+    return start, end
 
 
 def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None, ref_model=None):
@@ -274,17 +336,19 @@ def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None, ref_mo
                 tensors[o] = got[o]
     for k, v in (overrides or {}).items():
         tensors[k] = v
-    # Control flow: what the bodies hold lives over their node's step.
+    # Control flow: the bodies are steps around their node (`expand`).
+    n_steps = len((ref_model or m).graph.node)
     if any(a.type == onnx.AttributeProto.GRAPH for n in m.graph.node for a in n.attribute):
         env = run_values(ort_model or m, feeds)
         opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
-        for i, n in enumerate(m.graph.node):
-            rows = body_tensors(n, env, n.name or f"node_{i}", opset, lambda c: c in inits)
-            for k, v in rows.items():
-                tensors[k] = v
-                start[k], end[k] = i + 1, i + 2
+        steps, rows = flat_steps(m, env, opset, lambda c: c in inits)
+        tensors.update(rows)
+        start, end = step_lifetimes(
+            steps, [vi.name for vi in m.graph.input if vi.name not in inits],
+            [o.name for o in m.graph.output])
+        n_steps = len(steps)
     ref = {
-        "nodes": len((ref_model or m).graph.node),
+        "nodes": n_steps,
         "tensors": {
             k: {
                 "dtype": helper.tensor_dtype_to_string(d).replace("TensorProto.", ""),

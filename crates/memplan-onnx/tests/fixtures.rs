@@ -215,57 +215,86 @@ fn control_flow() {
 }
 
 #[test]
-fn control_flow_body_values_are_temporaries_of_the_node() {
-    // What the bodies hold are extra outputs of the If/Loop/Scan node that nobody reads:
-    // they live over the node's step only (the If at step 3, the Loop at step 5, the Scan
-    // at step 6), the taken branch alone for the If whose condition is a constant.
+fn control_flow_bodies_are_steps_around_their_node() {
+    // Each If/Loop/Scan node is followed by its body nodes (both branches of the If whose
+    // condition is a runtime value, the taken one of the If whose condition is known) and
+    // a closing step `<node>/end`; the node writes its outputs and its body's formal inputs.
     let g = check("control_flow");
-    let node = |name: &str| &g.nodes()[g.node_by_name(name).unwrap().index()];
-    let writes = |name: &str| -> Vec<String> {
-        node(name)
-            .outputs
-            .iter()
-            .map(|v| g.value(*v).name.clone())
-            .collect()
-    };
+    let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
     assert_eq!(
-        writes("if_runtime"),
+        names,
         [
-            "branch",
-            "if_runtime/then_branch/t0",
-            "if_runtime/then_branch/t_out",
-            "if_runtime/else_branch/e0",
-            "if_runtime/else_branch/e_out"
+            "total",
+            "positive",
+            "if_runtime",
+            "if_runtime/then_branch/then_mm",
+            "if_runtime/then_branch/then_add",
+            "if_runtime/else_branch/else_mm",
+            "if_runtime/else_branch/else_relu",
+            "if_runtime/end",
+            "if_known",
+            "if_known/then_branch/big_cat",
+            "if_known/end",
+            "loop",
+            "loop/body/cond_pass",
+            "loop/body/acc_add",
+            "loop/body/loop_mm",
+            "loop/end",
+            "scan",
+            "scan/body/scan_add",
+            "scan/body/scan_sq",
+            "scan/end",
+            "after"
         ]
     );
+    let node = |name: &str| &g.nodes()[g.node_by_name(name).unwrap().index()];
+    let names_of = |ids: &mut dyn Iterator<Item = memplan_graph::ValueId>| -> Vec<String> {
+        ids.map(|v| g.value(v).name.clone()).collect()
+    };
     assert_eq!(
-        writes("if_known"),
-        ["taken", "if_known/then_branch/big_out"]
-    );
-    assert_eq!(
-        writes("loop"),
+        names_of(&mut node("loop").outputs.iter().copied()),
         [
             "acc",
             "stacked",
             "loop/body/i",
             "loop/body/cond_in",
-            "loop/body/acc_in",
+            "loop/body/acc_in"
+        ]
+    );
+    assert_eq!(node("loop/end").op_type, "LoopEnd");
+    assert!(node("loop/end").outputs.is_empty());
+    // The closing step of a Loop reads the body outputs, the formal inputs and the outer
+    // values the body reads (every iteration reads them again), and the Loop's outputs.
+    assert_eq!(
+        names_of(&mut node("loop/end").inputs.iter().flatten().copied()),
+        [
             "loop/body/cond_out",
             "loop/body/acc_out",
-            "loop/body/scan_out"
+            "loop/body/scan_out",
+            "loop/body/i",
+            "loop/body/cond_in",
+            "loop/body/acc_in",
+            "x",
+            "w",
+            "acc",
+            "stacked"
         ]
     );
+    // An If's closing step reads both branches' outputs and the If's output.
     assert_eq!(
-        writes("scan"),
+        names_of(&mut node("if_runtime/end").inputs.iter().flatten().copied()),
         [
-            "s_final",
-            "squares",
-            "scan/body/s_in",
-            "scan/body/elem",
-            "scan/body/s_out",
-            "scan/body/sq"
+            "if_runtime/then_branch/t_out",
+            "if_runtime/else_branch/e_out",
+            "branch"
         ]
     );
+    // The topological order keeps every window together: it is the file order.
+    let topo = memplan_graph::order::execution_order(&g, Order::Topological).unwrap();
+    let file: Vec<memplan_graph::NodeId> = (0..g.nodes().len() as u32)
+        .map(memplan_graph::NodeId)
+        .collect();
+    assert_eq!(topo, file);
 }
 
 /// Bytes and `[start, end)` of an arena value of `g`.
@@ -281,70 +310,66 @@ fn bytes_and_life(
 
 #[test]
 fn control_bodies() {
-    // If with temporaries in both branches (step 3), Loop (step 4) and Scan (step 5) with
-    // body temporaries, an If nested in a Loop (step 6) whose condition depends on the
-    // iteration number: every body value lives over its node's step, one iteration's worth.
+    // An If with temporaries in both branches (steps 3..=10), a Loop (11..=17) and a Scan
+    // (18..=22) with body temporaries, an If nested in a Loop (23..=34) whose condition
+    // depends on the iteration number. Body values live over their own steps, one
+    // iteration's worth; the branches of an If follow each other, so their temporaries can
+    // share memory.
     let g = check("control_bodies");
-    for options in [Options::NONE, Options::default()] {
-        let a = analyse(&g, Order::File, options).unwrap();
-        let life = |name: &str| bytes_and_life(&g, &a, name);
-        for (name, bytes) in [
-            ("if_temps/then_branch/t_wide", 256),
-            ("if_temps/then_branch/t_act", 256),
-            ("if_temps/then_branch/t_out", 128),
-            ("if_temps/else_branch/e_tr", 128),
-            ("if_temps/else_branch/e_sq", 128),
-            ("if_temps/else_branch/e_out", 128),
-        ] {
-            assert_eq!(life(name), (bytes, 3, 4), "{name}");
+    assert_eq!(g.nodes().len(), 35);
+    for order in [Order::File, Order::Topological] {
+        for options in [Options::NONE, Options::default()] {
+            let a = analyse(&g, order, options).unwrap();
+            let life = |name: &str| bytes_and_life(&g, &a, name);
+            for (name, want) in [
+                ("if_temps/then_branch/t_wide", (256, 4, 6)),
+                ("if_temps/then_branch/t_act", (256, 5, 7)),
+                ("if_temps/then_branch/t_out", (128, 6, 11)),
+                ("if_temps/else_branch/e_tr", (128, 7, 9)),
+                ("if_temps/else_branch/e_sq", (128, 8, 10)),
+                ("if_temps/else_branch/e_out", (128, 9, 11)),
+                // Formal inputs live across the whole iteration (up to the closing step).
+                ("loop_temps/body/i", (8, 11, 18)),
+                ("loop_temps/body/acc_in", (128, 11, 18)),
+                ("loop_temps/body/l_up", (256, 13, 15)),
+                ("loop_temps/body/l_act", (256, 14, 16)),
+                ("loop_temps/body/acc_out", (128, 15, 18)),
+                ("loop_temps/body/l_sum", (4, 16, 18)),
+                ("scan_temps/body/s_in", (32, 18, 23)),
+                ("scan_temps/body/row", (128, 18, 23)),
+                ("scan_temps/body/r_sq", (128, 19, 21)),
+                ("scan_temps/body/r_sum", (32, 20, 23)),
+                ("nested_loop/body/h_in", (128, 23, 35)),
+                ("nested_loop/body/i_mod", (8, 25, 27)),
+                ("nested_loop/body/is_odd", (1, 26, 28)),
+                ("nested_loop/body/picked", (128, 27, 34)),
+                ("nested_loop/body/inner_if/then_branch/n_up", (256, 28, 30)),
+                ("nested_loop/body/inner_if/then_branch/n_out", (128, 29, 33)),
+                ("nested_loop/body/inner_if/else_branch/m_neg", (128, 30, 32)),
+                ("nested_loop/body/inner_if/else_branch/m_out", (128, 31, 33)),
+                ("nested_loop/body/h_out", (128, 33, 35)),
+                // Outer values a Loop or Scan body reads live to its closing step, its
+                // outputs from its first step.
+                ("x", (128, 0, 24)),
+                ("seq", (768, 0, 23)),
+                ("sums", (16, 11, 36)),
+                ("row_sums", (192, 18, 36)),
+            ] {
+                assert_eq!(life(name), want, "{name} ({order:?}, {options:?})");
+            }
+            if options == Options::NONE {
+                // The largest step is the Loop's at step 14: x, seq, branch, acc, sums and
+                // the body's i, cond_in, acc_in, cond_out, l_up, l_act. (Every body value
+                // over its node's single step would give 2049 at the If.)
+                assert_eq!(a.stats.max_live_bytes, 1818);
+            }
+            let plan = planner::by_name("best-of")
+                .unwrap()
+                .plan(&a.problem)
+                .unwrap();
+            let report = checker::check(&a.problem, &plan);
+            assert!(report.is_valid(), "{:?}", report.violations);
         }
-        for (name, bytes) in [
-            ("loop_temps/body/i", 8),
-            ("loop_temps/body/cond_in", 1),
-            ("loop_temps/body/acc_in", 128),
-            ("loop_temps/body/l_up", 256),
-            ("loop_temps/body/l_act", 256),
-            ("loop_temps/body/acc_out", 128),
-            ("loop_temps/body/l_sum", 4),
-        ] {
-            assert_eq!(life(name), (bytes, 4, 5), "{name}");
-        }
-        for (name, bytes) in [
-            ("scan_temps/body/s_in", 32),
-            ("scan_temps/body/row", 128),
-            ("scan_temps/body/r_sq", 128),
-            ("scan_temps/body/r_sum", 32),
-            ("scan_temps/body/s_out", 32),
-        ] {
-            assert_eq!(life(name), (bytes, 5, 6), "{name}");
-        }
-        for (name, bytes) in [
-            ("nested_loop/body/h_in", 128),
-            ("nested_loop/body/i_mod", 8),
-            ("nested_loop/body/is_odd", 1),
-            ("nested_loop/body/inner_if/then_branch/n_up", 256),
-            ("nested_loop/body/inner_if/then_branch/n_out", 128),
-            ("nested_loop/body/inner_if/else_branch/m_neg", 128),
-            ("nested_loop/body/inner_if/else_branch/m_out", 128),
-            ("nested_loop/body/picked", 128),
-            ("nested_loop/body/h_out", 128),
-        ] {
-            assert_eq!(life(name), (bytes, 6, 7), "{name}");
-        }
-        // The outer values the bodies read live across their node (the nested If's reads
-        // included); the outputs are planned as before.
-        assert_eq!(life("x"), (128, 0, 7));
-        assert_eq!(life("sums"), (16, 4, 8));
-        assert_eq!(life("row_sums"), (192, 5, 8));
-        // The If's step holds x, positive, branch and both branches' temporaries (1024
-        // bytes): the largest step of the graph.
-        assert_eq!(a.stats.max_live_bytes, 128 + 768 + 1 + 128 + 1024);
-        let plan = planner::by_name("best-of")
-            .unwrap()
-            .plan(&a.problem)
-            .unwrap();
-        let report = checker::check(&a.problem, &plan);
-        assert!(report.is_valid(), "{:?}", report.violations);
     }
     let reads = |name: &str| -> Vec<String> {
         g.nodes()[g.node_by_name(name).unwrap().index()]
@@ -354,6 +379,16 @@ fn control_bodies() {
             .map(|v| g.value(*v).name.clone())
             .collect()
     };
+    // The nested If reads the outer Loop's formal input and the outer weights.
+    assert_eq!(
+        reads("nested_loop/body/inner_if"),
+        [
+            "nested_loop/body/is_odd",
+            "nested_loop/body/h_in",
+            "w_up",
+            "w_down"
+        ]
+    );
     assert_eq!(
         reads("nested_loop"),
         ["two", "yes", "x", "one", "w_up", "w_down"]
@@ -410,11 +445,12 @@ fn body_values_computed_from_a_bound_are_bounded() {
     let why = graph.bound_reason(t).unwrap();
     assert!(why.contains("'nz'"), "{why}");
     let a = analyse(&graph, Order::File, Options::default()).unwrap();
+    // The If is step 4 now, its then branch's nodes 5..=7, the cast 8.
     assert_eq!(
         bytes_and_life(&graph, &a, "if_temps/then_branch/t_nz"),
-        (256, 4, 5)
+        (256, 8, 9)
     );
-    assert_eq!(bytes_and_life(&graph, &a, "nz"), (512, 1, 5));
+    assert_eq!(bytes_and_life(&graph, &a, "nz"), (512, 1, 9));
     let plan = planner::by_name("best-of")
         .unwrap()
         .plan(&a.problem)

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use memplan_graph::{Attribute, DType, ValueKind};
+use memplan_graph::{Attribute, DType};
 
 use super::{constant_value, inherit_bound, node_ctx, Importer};
 use crate::fold::Data;
@@ -33,16 +33,40 @@ use crate::infer::{self, Info, NodeError};
 use crate::proto::{GraphProto, NodeProto};
 use crate::ImportOptions;
 
-/// A value a body holds while its control-flow node runs.
+/// A control-flow node's bodies as steps of the outer graph, around the node's own step:
+/// the node (which writes its outputs and the bodies' formal inputs), every body node in
+/// order (both branches of an `If` whose condition is unknown, one after the other), then a
+/// closing step `<node>/end` that reads what must live to the end of an iteration.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Expansion {
+    /// The bodies' formal inputs (`Loop`: iteration number, condition, loop-carried values;
+    /// `Scan`: states and one slice of each scan input), by graph name.
+    pub formals: Vec<(String, Info)>,
+    /// The bodies' initialisers (weights), by graph name.
+    pub weights: Vec<(String, Info)>,
+    /// The body nodes in order.
+    pub nodes: Vec<BodyNode>,
+    /// What the closing step reads, by graph name: the body outputs; for `Loop` and `Scan`
+    /// also the formal inputs and the outer values the bodies read (every iteration reads
+    /// them again), and a `Scan`'s own inputs (sliced at every iteration).
+    pub end_reads: Vec<String>,
+}
+
+/// One node of a body, named and wired by graph names.
 #[derive(Clone, Debug)]
-pub(super) struct Temp {
-    /// `<node>/<attribute>/<value>`; a nested body adds `<inner node>/<attribute>/`.
+pub(super) struct BodyNode {
+    /// `<node>/<attribute>/<inner node>` (`node_<j>` when unnamed).
     pub name: String,
-    pub info: Info,
-    /// [`ValueKind::Activation`] for formal inputs and node outputs (temporaries of the
-    /// node's step), [`ValueKind::Weight`] for initialisers, [`ValueKind::Constant`] for
-    /// `Constant` outputs.
-    pub kind: ValueKind,
+    pub op: String,
+    pub domain: String,
+    /// Graph names of its inputs (`""`: omitted), then, for a control-flow node, the
+    /// outer values its own bodies read.
+    pub inputs: Vec<String>,
+    /// Graph names of its outputs (omitted ones left out) with their facts.
+    pub outputs: Vec<(String, Info)>,
+    pub attrs: BTreeMap<String, Attribute>,
+    /// Its own bodies, for a control-flow node.
+    pub inner: Option<Expansion>,
 }
 
 /// `info` with the bound `why` (when there is one).
@@ -120,8 +144,9 @@ pub(super) fn add_implicit_inputs(g: &GraphProto) -> Option<(GraphProto, Vec<usi
 }
 
 /// Infers a control-flow node's outputs. `inputs` are its own inputs (without the implicit
-/// ones), `outer` every value in scope. The values its bodies hold are appended to `temps`,
-/// named under `path` (the node's own scoped name).
+/// ones), `outer` every value in scope by its name in the file, `rename` its name in the
+/// graph. The node's bodies are laid out in `exp`, named under `path` (the node's own
+/// graph name).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn infer(
     imp: &Importer,
@@ -130,8 +155,9 @@ pub(super) fn infer(
     outer: &dyn Fn(&str) -> Option<Info>,
     opset: i64,
     options: &ImportOptions,
+    rename: &dyn Fn(&str) -> String,
     path: &str,
-    temps: &mut Vec<Temp>,
+    exp: &mut Expansion,
 ) -> Result<Vec<Info>, String> {
     let body = |name: &str| -> Result<&GraphProto, String> {
         bodies(n)
@@ -155,8 +181,20 @@ pub(super) fn infer(
             };
             let mut run = |name: &str| -> Result<Vec<Info>, String> {
                 let scope = format!("{path}/{name}");
-                infer_graph(imp, body(name)?, &[], outer, opset, options, &scope, temps)
-                    .map_err(|e| format!("in {name}: {e}"))
+                let (infos, names) = infer_graph(
+                    imp,
+                    body(name)?,
+                    &[],
+                    outer,
+                    rename,
+                    opset,
+                    options,
+                    &scope,
+                    exp,
+                )
+                .map_err(|e| format!("in {name}: {e}"))?;
+                exp.end_reads.extend(names);
+                Ok(infos)
             };
             match pick {
                 Some(true) => run("then_branch"),
@@ -204,8 +242,10 @@ pub(super) fn infer(
                     .map(|c| with_bound(Info::new(c.dtype, c.shape.clone()), c.bound.clone())),
             );
             let scope = format!("{path}/body");
-            let outs = infer_graph(imp, g, &formal, outer, opset, options, &scope, temps)
-                .map_err(|e| format!("in body: {e}"))?;
+            let (outs, names) =
+                infer_graph(imp, g, &formal, outer, rename, opset, options, &scope, exp)
+                    .map_err(|e| format!("in body: {e}"))?;
+            iteration_reads(n, rename, names, exp);
             let n_carried = carried.len();
             if outs.len() < 1 + n_carried {
                 return Err(format!(
@@ -291,8 +331,17 @@ pub(super) fn infer(
             }
             let len = len.unwrap_or(0);
             let scope = format!("{path}/body");
-            let outs = infer_graph(imp, g, &formal, outer, opset, options, &scope, temps)
-                .map_err(|e| format!("in body: {e}"))?;
+            let (outs, names) =
+                infer_graph(imp, g, &formal, outer, rename, opset, options, &scope, exp)
+                    .map_err(|e| format!("in body: {e}"))?;
+            iteration_reads(n, rename, names, exp);
+            // The scan inputs are sliced at every iteration.
+            exp.end_reads.extend(
+                n.input[..inputs.len()]
+                    .iter()
+                    .filter(|i| !i.is_empty())
+                    .map(|i| rename(i)),
+            );
             if outs.len() < n_states {
                 return Err(format!(
                     "the body has {} outputs for {n_states} states",
@@ -318,6 +367,24 @@ pub(super) fn infer(
             Ok(result)
         }
         other => Err(format!("'{other}' is not a control-flow operator")),
+    }
+}
+
+/// The closing step of a `Loop` or `Scan` reads the body outputs (`outputs`), the formal
+/// inputs and the outer values the body reads (its own inputs among them when the body
+/// reads them by name): each iteration needs them again.
+fn iteration_reads(
+    n: &NodeProto,
+    rename: &dyn Fn(&str) -> String,
+    outputs: Vec<String>,
+    exp: &mut Expansion,
+) {
+    exp.end_reads.extend(outputs);
+    let formals: Vec<String> = exp.formals.iter().map(|(name, _)| name.clone()).collect();
+    exp.end_reads.extend(formals);
+    for (_, b) in bodies(n) {
+        exp.end_reads
+            .extend(free_names(b).iter().map(|name| rename(name)));
     }
 }
 
@@ -369,19 +436,21 @@ fn attrs_of(imp: &Importer, n: &NodeProto) -> Result<BTreeMap<String, Attribute>
 }
 
 /// Infers a sub-graph's outputs, its nodes in their order: `formal` for its inputs, its
-/// own initialisers, and `outer` for every other name. Every value it defines is appended
-/// to `temps` as `<scope>/<name>`, nested bodies under `<scope>/<inner node>/<attribute>`.
+/// own initialisers, and `outer` for every other name (`rename`: its graph name). Lays the
+/// sub-graph out in `exp`, its values named `<scope>/<name>`, nested bodies under
+/// `<scope>/<inner node>/<attribute>`. Returns the outputs' facts and graph names.
 #[allow(clippy::too_many_arguments)]
 fn infer_graph(
     imp: &Importer,
     g: &GraphProto,
     formal: &[Info],
     outer: &dyn Fn(&str) -> Option<Info>,
+    rename: &dyn Fn(&str) -> String,
     opset: i64,
     options: &ImportOptions,
     scope: &str,
-    temps: &mut Vec<Temp>,
-) -> Result<Vec<Info>, String> {
+    exp: &mut Expansion,
+) -> Result<(Vec<Info>, Vec<String>), String> {
     if formal.len() != g.input.len() {
         return Err(format!(
             "the sub-graph has {} inputs but {} are given",
@@ -390,22 +459,16 @@ fn infer_graph(
         ));
     }
     let mut local: HashMap<String, Info> = HashMap::new();
-    let record = |name: &str, info: &Info, kind: ValueKind, temps: &mut Vec<Temp>| {
-        temps.push(Temp {
-            name: format!("{scope}/{name}"),
-            info: info.clone(),
-            kind,
-        });
-    };
+    let scoped = |name: &str| format!("{scope}/{name}");
     for (vi, f) in g.input.iter().zip(formal) {
         local.insert(vi.name.clone(), f.clone());
-        record(&vi.name, f, ValueKind::Activation, temps);
+        exp.formals.push((scoped(&vi.name), f.clone()));
     }
     for t in &g.initializer {
         let info = imp
             .tensor(t, &t.name, |_| true)
             .map_err(|e| e.to_string())?;
-        record(&t.name, &info, ValueKind::Weight, temps);
+        exp.weights.push((scoped(&t.name), info.clone()));
         local.insert(t.name.clone(), info);
     }
     for (i, n) in g.node.iter().enumerate() {
@@ -432,36 +495,60 @@ fn infer_graph(
                 }
             }
         }
-        // The bounded values the node reads (slot, graph name): its own inputs, and for a
-        // nested control-flow node the values its bodies read (no slot of its own).
         let graph_name = |name: &str| -> String {
-            if local.contains_key(name) {
-                format!("{scope}/{name}")
+            if name.is_empty() {
+                String::new()
+            } else if local.contains_key(name) {
+                scoped(name)
             } else {
-                name.to_string()
+                rename(name)
             }
         };
+        let mut inputs: Vec<String> = n.input.iter().map(|i| graph_name(i)).collect();
+        // The bounded values the node reads (slot, graph name): its own inputs, and for a
+        // nested control-flow node the values its bodies read (no slot of its own).
         let mut bounded: Vec<(usize, String)> = owned
             .iter()
             .enumerate()
             .filter(|(_, i)| i.as_ref().is_some_and(|i| i.bound.is_some()))
-            .map(|(slot, _)| (slot, graph_name(&n.input[slot])))
+            .map(|(slot, _)| (slot, inputs[slot].clone()))
             .collect();
         let ins: Vec<Option<&Info>> = owned.iter().map(Option::as_ref).collect();
+        let path = format!("{scope}/{label}");
+        let mut inner = None;
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&label, &attrs).map_err(fail)?]
         } else if is_control(n) {
             for (_, b) in bodies(n) {
                 for name in free_names(b) {
+                    if n.input.contains(&name) {
+                        continue;
+                    }
                     let info = local.get(&name).cloned().or_else(|| outer(&name));
                     if info.is_some_and(|i| i.bound.is_some()) {
                         bounded.push((usize::MAX, graph_name(&name)));
                     }
+                    if !inputs.contains(&graph_name(&name)) {
+                        inputs.push(graph_name(&name));
+                    }
                 }
             }
             let scope_of = |name: &str| local.get(name).cloned().or_else(|| outer(name));
-            let path = format!("{scope}/{label}");
-            infer(imp, n, &ins, &scope_of, opset, options, &path, temps).map_err(fail)?
+            let mut e = Expansion::default();
+            let outs = infer(
+                imp,
+                n,
+                &ins,
+                &scope_of,
+                opset,
+                options,
+                &graph_name,
+                &path,
+                &mut e,
+            )
+            .map_err(fail)?;
+            inner = Some(e);
+            outs
         } else {
             let ctx = node_ctx(n, &ins, &attrs, opset, options);
             match infer::infer_node(&ctx) {
@@ -475,11 +562,7 @@ fn infer_graph(
                 }
             }
         };
-        let kind = if n.op_type == "Constant" {
-            ValueKind::Constant
-        } else {
-            ValueKind::Activation
-        };
+        let mut outputs = Vec::new();
         for (slot, out) in n.output.iter().enumerate() {
             if out.is_empty() {
                 continue;
@@ -493,18 +576,33 @@ fn infer_graph(
                 ))
             })?;
             inherit_bound(&n.op_type, &bounded, &mut info);
-            record(out, &info, kind, temps);
+            outputs.push((scoped(out), info.clone()));
             local.insert(out.clone(), info);
         }
+        exp.nodes.push(BodyNode {
+            name: path,
+            op: n.op_type.clone(),
+            domain: n.domain.clone(),
+            inputs,
+            outputs,
+            attrs,
+            inner,
+        });
     }
-    g.output
-        .iter()
-        .map(|o| {
-            local
-                .get(&o.name)
-                .cloned()
-                .or_else(|| outer(&o.name))
-                .ok_or_else(|| format!("sub-graph output '{}' is not defined", o.name))
-        })
-        .collect()
+    let mut infos = Vec::with_capacity(g.output.len());
+    let mut names = Vec::with_capacity(g.output.len());
+    for o in &g.output {
+        let info = local
+            .get(&o.name)
+            .cloned()
+            .or_else(|| outer(&o.name))
+            .ok_or_else(|| format!("sub-graph output '{}' is not defined", o.name))?;
+        infos.push(info);
+        names.push(if local.contains_key(&o.name) {
+            scoped(&o.name)
+        } else {
+            rename(&o.name)
+        });
+    }
+    Ok((infos, names))
 }
