@@ -17,11 +17,11 @@ shape is the actual one, which memplan's upper bound must cover). `start`/`end` 
 half-open lifetime in steps of the file's node order (step 0: graph inputs; node i runs at
 step i + 1; a tensor lives to its last reader; graph outputs to the last step), the rules of
 ../shared/models/README.md. Models with local functions or control flow are referenced on
-their inlined / flattened form as memplan numbers it (see doc/onnx.md). The values a
-control-flow body holds (its formal inputs and its nodes' outputs, nested bodies included)
-are temporaries of the node's step, named `<node>/<attribute>/<value>`: their shapes come
-from onnxruntime running each body alone on the values of its first iteration
-(`body_tensors`).
+their inlined / flattened form as memplan numbers it (see doc/onnx.md). A control-flow
+node's bodies are steps around it (`expand`, the rules of doc/onnx.md written again here):
+the node, the body nodes `<node>/<attribute>/<inner>`, the closing step `<node>/end`; the
+body values' shapes come from onnxruntime running each body alone on the values of its
+first iteration.
 
 Float initialisers of 1 KiB or more are written as external data whose file is then
 deleted, like the shared models: the fixtures stay small.

@@ -8,18 +8,15 @@
 //!   else both branches, which must agree (or differ only in sizes: the larger is planned,
 //!   marked as a bound); `Loop` stacks its scan outputs along the trip count (`M` when known,
 //!   else `--max-dim`, marked as a bound); `Scan` stacks along its scan inputs' length.
-//! - **Body values are temporaries of the node's step** ([`Temp`]): every value a body holds
-//!   (its formal inputs and every output of its nodes, nested bodies included) is recorded
-//!   while the body is inferred, under the scoped name `<node>/<attribute>/<value>`
-//!   (`loop/body/acc_out`, `loop/body/inner_if/then_branch/t`), and the importer makes it an
-//!   extra output of the control-flow node that nobody reads: it lives over the node's step
-//!   `[s, s + 1)`, with the node's inputs and outputs. That is one iteration's worth for
-//!   `Loop` and `Scan` (an iteration's values are dead when the next one starts) and both
-//!   branches for an `If` whose condition is unknown (the taken branch alone when it is
-//!   known). It never under-plans: whatever a body allocates, it allocates during its
-//!   node's step. It does not share memory between the values of one body (planning the
-//!   body's own steps would). Body initialisers and `Constant` outputs become weights and
-//!   constants, outside the arena.
+//! - **Bodies are laid out as steps** ([`Expansion`], built while the bodies are inferred;
+//!   the importer adds them to the graph): the node (writing its outputs and the bodies'
+//!   formal inputs), every body node as `<node>/<attribute>/<inner node>` with its values
+//!   `<node>/<attribute>/<value>` (both branches of an `If` whose condition is unknown, one
+//!   after the other, so that they share memory; nested bodies expand inside), then a
+//!   closing step `<node>/end` reading what must live to the end of the body: its outputs,
+//!   the node's outputs, and for `Loop` and `Scan` the formal inputs and the outer values the
+//!   body reads, which the next iteration reads again. A `Loop` or `Scan` is thus planned
+//!   for one iteration, valid for all (doc/onnx.md, "The graph built").
 //! - **Upper bounds** reach into bodies: a body value computed from a bounded value (outer
 //!   or local) is bounded too, with the same rule as the outer graph's.
 
