@@ -802,18 +802,18 @@ pub fn import_model(
         }
     }
     // Body values, after every value of the outer graph so that they never take an outer
-    // name: a repeated name gets a `#k` suffix. `body_ids` maps their scoped names.
+    // name: a repeated name gets a `#k` suffix. `body_ids` maps their keys.
     let mut body_ids: HashMap<String, ValueId> = HashMap::new();
     for exp in &expansions {
         add_body_values(&mut graph, exp, &mut body_ids, &add)?;
     }
-    let lookup = |name: &str| -> Option<ValueId> {
-        if name.is_empty() {
+    let lookup = |key: &str| -> Option<ValueId> {
+        if key.is_empty() {
             None
+        } else if control::shown(key).len() < key.len() {
+            body_ids.get(key).copied()
         } else {
-            ids.get(name)
-                .copied()
-                .or_else(|| body_ids.get(name).copied())
+            ids.get(key).copied()
         }
     };
     let mut names_taken: BTreeSet<String> = g.node.iter().map(|n| n.name.clone()).collect();
@@ -931,7 +931,8 @@ struct Window {
 type AddValue<'a> = dyn Fn(&mut Graph, &str, &Info, ValueKind) -> Result<ValueId, OnnxError> + 'a;
 
 /// Adds the values of `exp`'s bodies (formal inputs, weights, node outputs, nested bodies')
-/// to `graph`, recording their ids by scoped name in `ids`.
+/// to `graph`, recording their ids by key in `ids`. A value whose name is taken (an outer
+/// value named like it) gets a `#k` suffix.
 fn add_body_values(
     graph: &mut Graph,
     exp: &control::Expansion,
@@ -940,9 +941,10 @@ fn add_body_values(
 ) -> Result<(), OnnxError> {
     let put = |graph: &mut Graph,
                ids: &mut HashMap<String, ValueId>,
-               name: &str,
+               key: &str,
                info: &Info,
                kind: ValueKind| {
+        let name = control::shown(key);
         let mut shown = name.to_string();
         let mut k = 1;
         while graph.value_by_name(&shown).is_some() {
@@ -950,7 +952,7 @@ fn add_body_values(
             k += 1;
         }
         let id = add(graph, &shown, info, kind)?;
-        ids.insert(name.to_string(), id);
+        ids.insert(key.to_string(), id);
         Ok::<(), OnnxError>(())
     };
     for (name, info) in &exp.formals {

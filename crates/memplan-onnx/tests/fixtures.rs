@@ -459,6 +459,42 @@ fn body_values_computed_from_a_bound_are_bounded() {
 }
 
 #[test]
+fn body_values_never_take_an_outer_name() {
+    // control_flow with its last output renamed `loop/body/acc_out`, the name the Loop's
+    // body value would take: the outer value keeps it, the body value is `#1`, and each
+    // is read where it should be.
+    let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cf").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let after = g.node.iter_mut().find(|n| n.name == "after").unwrap();
+    after.output[0] = "loop/body/acc_out".into();
+    g.output
+        .iter_mut()
+        .find(|o| o.name == "after")
+        .unwrap()
+        .name = "loop/body/acc_out".into();
+    let bytes = prost::Message::encode_to_vec(&m);
+    let graph = memplan_onnx::import_bytes(&bytes, "cf", &ImportOptions::default()).unwrap();
+    let node = |name: &str| &graph.nodes()[graph.node_by_name(name).unwrap().index()];
+    let name_of = |v: memplan_graph::ValueId| graph.value(v).name.clone();
+    assert_eq!(name_of(node("after").outputs[0]), "loop/body/acc_out");
+    assert_eq!(
+        name_of(node("loop/body/acc_add").outputs[0]),
+        "loop/body/acc_out#1"
+    );
+    assert_eq!(
+        name_of(node("loop/body/loop_mm").inputs[0].unwrap()),
+        "loop/body/acc_out#1"
+    );
+    let a = analyse(&graph, Order::File, Options::default()).unwrap();
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&a.problem)
+        .unwrap();
+    assert!(checker::check(&a.problem, &plan).is_valid());
+}
+
+#[test]
 fn data_dependent_loop_needs_max_dim() {
     // The same Loop with a runtime trip count: an error naming --max-dim, then a bound.
     let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();

@@ -37,29 +37,39 @@ use crate::ImportOptions;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Expansion {
     /// The bodies' formal inputs (`Loop`: iteration number, condition, loop-carried values;
-    /// `Scan`: states and one slice of each scan input), by graph name.
+    /// `Scan`: states and one slice of each scan input), by key (an outer value's key is its name,
+    /// a body value's is its graph name after [`BODY`]).
     pub formals: Vec<(String, Info)>,
-    /// The bodies' initialisers (weights), by graph name.
+    /// The bodies' initialisers (weights), by key.
     pub weights: Vec<(String, Info)>,
     /// The body nodes in order.
     pub nodes: Vec<BodyNode>,
-    /// What the closing step reads, by graph name: the body outputs; for `Loop` and `Scan`
+    /// What the closing step reads, by key: the body outputs; for `Loop` and `Scan`
     /// also the formal inputs and the outer values the bodies read (every iteration reads
     /// them again), and a `Scan`'s own inputs (sliced at every iteration).
     pub end_reads: Vec<String>,
 }
 
-/// One node of a body, named and wired by graph names.
+/// The first character of a body value's key: keys of body values never equal an outer
+/// value's name (which is its key), however the file names its values. [`shown`] drops it.
+const BODY: char = '\u{0}';
+
+/// The graph name of the value whose key is `key`.
+pub(super) fn shown(key: &str) -> &str {
+    key.strip_prefix(BODY).unwrap_or(key)
+}
+
+/// One node of a body, named by its graph name and wired by keys.
 #[derive(Clone, Debug)]
 pub(super) struct BodyNode {
     /// `<node>/<attribute>/<inner node>` (`node_<j>` when unnamed).
     pub name: String,
     pub op: String,
     pub domain: String,
-    /// Graph names of its inputs (`""`: omitted), then, for a control-flow node, the
+    /// Keys of its inputs (`""`: omitted), then, for a control-flow node, the
     /// outer values its own bodies read.
     pub inputs: Vec<String>,
-    /// Graph names of its outputs (omitted ones left out) with their facts.
+    /// Keys of its outputs (omitted ones left out) with their facts.
     pub outputs: Vec<(String, Info)>,
     pub attrs: BTreeMap<String, Attribute>,
     /// Its own bodies, for a control-flow node.
@@ -141,7 +151,7 @@ pub(super) fn add_implicit_inputs(g: &GraphProto) -> Option<(GraphProto, Vec<usi
 }
 
 /// Infers a control-flow node's outputs. `inputs` are its own inputs (without the implicit
-/// ones), `outer` every value in scope by its name in the file, `rename` its name in the
+/// ones), `outer` every value in scope by its name in the file, `rename` its key in the
 /// graph. The node's bodies are laid out in `exp`, named under `path` (the node's own
 /// graph name).
 #[allow(clippy::too_many_arguments)]
@@ -433,9 +443,9 @@ fn attrs_of(imp: &Importer, n: &NodeProto) -> Result<BTreeMap<String, Attribute>
 }
 
 /// Infers a sub-graph's outputs, its nodes in their order: `formal` for its inputs, its
-/// own initialisers, and `outer` for every other name (`rename`: its graph name). Lays the
+/// own initialisers, and `outer` for every other name (`rename`: its key). Lays the
 /// sub-graph out in `exp`, its values named `<scope>/<name>`, nested bodies under
-/// `<scope>/<inner node>/<attribute>`. Returns the outputs' facts and graph names.
+/// `<scope>/<inner node>/<attribute>`. Returns the outputs' facts and keys.
 #[allow(clippy::too_many_arguments)]
 fn infer_graph(
     imp: &Importer,
@@ -456,7 +466,7 @@ fn infer_graph(
         ));
     }
     let mut local: HashMap<String, Info> = HashMap::new();
-    let scoped = |name: &str| format!("{scope}/{name}");
+    let scoped = |name: &str| format!("{BODY}{scope}/{name}");
     for (vi, f) in g.input.iter().zip(formal) {
         local.insert(vi.name.clone(), f.clone());
         exp.formals.push((scoped(&vi.name), f.clone()));
@@ -508,7 +518,7 @@ fn infer_graph(
             .iter()
             .enumerate()
             .filter(|(_, i)| i.as_ref().is_some_and(|i| i.bound.is_some()))
-            .map(|(slot, _)| (slot, inputs[slot].clone()))
+            .map(|(slot, _)| (slot, shown(&inputs[slot]).to_string()))
             .collect();
         let ins: Vec<Option<&Info>> = owned.iter().map(Option::as_ref).collect();
         let path = format!("{scope}/{label}");
@@ -523,7 +533,7 @@ fn infer_graph(
                     }
                     let info = local.get(&name).cloned().or_else(|| outer(&name));
                     if info.is_some_and(|i| i.bound.is_some()) {
-                        bounded.push((usize::MAX, graph_name(&name)));
+                        bounded.push((usize::MAX, shown(&graph_name(&name)).to_string()));
                     }
                     if !inputs.contains(&graph_name(&name)) {
                         inputs.push(graph_name(&name));
