@@ -495,6 +495,48 @@ fn body_values_never_take_an_outer_name() {
 }
 
 #[test]
+fn topological_order_keeps_control_flow_windows_together() {
+    // control_bodies with the reader of the If's output first in the file (not a
+    // topological order): the topological order runs it after the If's closing step, and
+    // every window (a node, its body steps, its closing step) runs without another node
+    // in between, nested windows inside their own.
+    let bytes = std::fs::read(dir().join("control_bodies.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cb").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let after = g.node.pop().unwrap();
+    assert_eq!(after.name, "after");
+    g.node.insert(0, after);
+    let bytes = prost::Message::encode_to_vec(&m);
+    let graph = memplan_onnx::import_bytes(&bytes, "cb", &ImportOptions::default()).unwrap();
+    assert!(analyse(&graph, Order::File, Options::default()).is_err());
+    let order = memplan_graph::order::execution_order(&graph, Order::Topological).unwrap();
+    let names: Vec<&str> = order
+        .iter()
+        .map(|id| graph.node(*id).name.as_str())
+        .collect();
+    let at = |name: &str| names.iter().position(|n| *n == name).unwrap();
+    assert!(at("after") > at("if_temps/end"));
+    for (i, end) in names.iter().enumerate() {
+        let Some(node) = end.strip_suffix("/end") else {
+            continue;
+        };
+        let start = at(node);
+        for inner in &names[start + 1..i] {
+            assert!(
+                inner.starts_with(&format!("{node}/")),
+                "{inner} inside {node}'s window"
+            );
+        }
+    }
+    let a = analyse(&graph, Order::Topological, Options::default()).unwrap();
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&a.problem)
+        .unwrap();
+    assert!(checker::check(&a.problem, &plan).is_valid());
+}
+
+#[test]
 fn data_dependent_loop_needs_max_dim() {
     // The same Loop with a runtime trip count: an error naming --max-dim, then a bound.
     let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();
