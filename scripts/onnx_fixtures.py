@@ -17,7 +17,11 @@ shape is the actual one, which memplan's upper bound must cover). `start`/`end` 
 half-open lifetime in steps of the file's node order (step 0: graph inputs; node i runs at
 step i + 1; a tensor lives to its last reader; graph outputs to the last step), the rules of
 ../shared/models/README.md. Models with local functions or control flow are referenced on
-their inlined / flattened form as memplan numbers it (see doc/onnx.md).
+their inlined / flattened form as memplan numbers it (see doc/onnx.md). A control-flow
+node's bodies are steps around it (`expand`, the rules of doc/onnx.md written again here):
+the node, the body nodes `<node>/<attribute>/<inner>`, the closing step `<node>/end`; the
+body values' shapes come from onnxruntime running each body alone on the values of its
+first iteration.
 
 Float initialisers of 1 KiB or more are written as external data whose file is then
 deleted, like the shared models: the fixtures stay small.
@@ -169,6 +173,140 @@ def lifetimes(g):
     return start, end
 
 
+def run_values(m, feeds):
+    """Every value of `m` (graph inputs, initialisers, node outputs) by name, from
+    onnxruntime running it with every node output exposed."""
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    del m2.graph.output[:]
+    for n in m2.graph.node:
+        for o in n.output:
+            if o:
+                m2.graph.output.append(helper.ValueInfoProto(name=o))
+    env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    env.update(feeds)
+    if not m2.graph.output:
+        return env
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m2.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    env.update({k: np.asarray(v) for k, v in zip(names, sess.run(names, feeds))})
+    return env
+
+
+def expand(n, path, env, opset, known, rename, implicit):
+    """The steps memplan makes of control-flow node `n` (graph name `path`), as
+    (name, reads, writes) by graph names, and the (dtype, shape) of every value its bodies
+    hold, named `<path>/<attribute>/<value>`. Each body runs alone in onnxruntime (its
+    formal inputs and the outer values it reads as graph inputs) on its first iteration's
+    values from `env`; nested bodies recurse. An If whose condition `known(name)` says is a
+    constant lays out its taken branch only, like memplan. `rename` maps a name in scope to
+    its graph name; `implicit` are the outer values the bodies read (graph names)."""
+    graphs = {a.name: a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH}
+    own = [rename(x) if x else "" for x in n.input]
+    outs = [rename(o) for o in n.output if o]
+    if n.op_type == "If":
+        cond = n.input[0]
+        names = [("then_branch" if bool(env[cond]) else "else_branch")] if known(cond) else [
+            "then_branch", "else_branch"]
+        runs = [(k, graphs[k], []) for k in names]
+    elif n.op_type == "Loop":
+        vals = [np.array(0, np.int64), np.array(True)] + [env[x] for x in n.input[2:]]
+        runs = [("body", graphs["body"], vals)]
+    else:  # Scan
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        m = a["num_scan_inputs"]
+        states, scans = n.input[:len(n.input) - m], n.input[len(n.input) - m:]
+        axes = list(a.get("scan_input_axes", [])) or [0] * m
+        vals = [env[x] for x in states] + [np.take(env[x], 0, axis=ax) for x, ax in zip(scans, axes)]
+        runs = [("body", graphs["body"], vals)]
+    rows, body_steps, formals, body_outs = {}, [], [], []
+    for attr, g, vals in runs:
+        scope = f"{path}/{attr}"
+        local = {vi.name for vi in g.input} | {t.name for t in g.initializer}
+        for bn in g.node:
+            local |= {o for o in bn.output if o}
+        inner_rename = (lambda scope, local: lambda x: f"{scope}/{x}" if x in local else rename(x))(
+            scope, local)
+        feeds = {vi.name: v for vi, v in zip(g.input, vals)}
+        reads = list(dict.fromkeys(outer_reads(g)))
+        inputs = [helper.make_tensor_value_info(k, NP_TO_ONNX[v.dtype], list(v.shape))
+                  for k, v in list(feeds.items()) + [(r, env[r]) for r in reads]]
+        got = run_values(model(list(g.node), inputs, [], list(g.initializer), opset=opset),
+                         {**feeds, **{r: env[r] for r in reads}})
+        for k, v in feeds.items():
+            rows[f"{scope}/{k}"] = (NP_TO_ONNX[v.dtype], list(v.shape))
+            formals.append(f"{scope}/{k}")
+        inner_env = {**env, **got}
+        for i, bn in enumerate(g.node):
+            label = f"{scope}/{bn.name or f'node_{i}'}"
+            if any(x.type == onnx.AttributeProto.GRAPH for x in bn.attribute):
+                inner_reads = []
+                for x in bn.attribute:
+                    if x.type == onnx.AttributeProto.GRAPH:
+                        inner_reads += outer_reads(x.g)
+                inner_reads = [inner_rename(r) for r in dict.fromkeys(inner_reads)]
+                steps, inner_rows = expand(bn, label, inner_env, opset, lambda _: False,
+                                           inner_rename, inner_reads)
+                body_steps += steps
+                rows.update(inner_rows)
+            else:
+                writes = [] if bn.op_type == "Constant" else [inner_rename(o) for o in bn.output if o]
+                body_steps.append((label, [inner_rename(x) for x in bn.input if x], writes))
+            for o in bn.output:
+                if o and bn.op_type != "Constant":
+                    rows[f"{scope}/{o}"] = (NP_TO_ONNX[got[o].dtype], list(got[o].shape))
+        body_outs += [inner_rename(o.name) for o in g.output]
+    # The node writes its outputs and the formal inputs; the closing step reads the body
+    # outputs and the node's outputs, and for a Loop or Scan what every iteration reads
+    # again: the formal inputs, the outer values the body reads, (Scan) the scan inputs.
+    end_reads = list(body_outs)
+    if n.op_type in ("Loop", "Scan"):
+        end_reads += formals + implicit
+    if n.op_type == "Scan":
+        end_reads += [x for x in own if x]
+    steps = [(path, [x for x in own if x] + implicit, outs + formals)] + body_steps + [
+        (f"{path}/end", end_reads + outs, [])]
+    return steps, rows
+
+
+def flat_steps(m, env, opset, known):
+    """The file's nodes with every control-flow node expanded (`expand`), as
+    (name, reads, writes), and the rows of the values the bodies add."""
+    steps, rows = [], {}
+    for i, n in enumerate(m.graph.node):
+        label = n.name or f"node_{i}"
+        if any(a.type == onnx.AttributeProto.GRAPH for a in n.attribute):
+            implicit = []
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    implicit += outer_reads(a.g)
+            s, r = expand(n, label, env, opset, known, lambda x: x, list(dict.fromkeys(implicit)))
+            steps += s
+            rows.update(r)
+        else:
+            writes = [] if n.op_type == "Constant" else [o for o in n.output if o]
+            steps.append((label, [x for x in n.input if x], writes))
+    return steps, rows
+
+
+def step_lifetimes(steps, inputs, outputs):
+    """`lifetimes` over explicit (name, reads, writes) steps."""
+    start, end = {}, {}
+    for x in inputs:
+        start[x], end[x] = 0, 1
+    for i, (_, reads, writes) in enumerate(steps):
+        for o in writes:
+            start[o], end[o] = i + 1, i + 2
+        for x in reads:
+            if x in start:
+                end[x] = max(end[x], i + 2)
+    for o in outputs:
+        end[o] = len(steps) + 1
+    return start, end
+
+
 def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None, ref_model=None):
     """Writes `name.onnx` (stripped) and `name.ref.json`. `ort_model` is run instead of `m`
     when the file memplan reads differs from what onnxruntime can run (never for the
@@ -198,8 +336,19 @@ def save(name, m, feeds=None, bounded=(), ort_model=None, overrides=None, ref_mo
                 tensors[o] = got[o]
     for k, v in (overrides or {}).items():
         tensors[k] = v
+    # Control flow: the bodies are steps around their node (`expand`).
+    n_steps = len((ref_model or m).graph.node)
+    if any(a.type == onnx.AttributeProto.GRAPH for n in m.graph.node for a in n.attribute):
+        env = run_values(ort_model or m, feeds)
+        opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+        steps, rows = flat_steps(m, env, opset, lambda c: c in inits)
+        tensors.update(rows)
+        start, end = step_lifetimes(
+            steps, [vi.name for vi in m.graph.input if vi.name not in inits],
+            [o.name for o in m.graph.output])
+        n_steps = len(steps)
     ref = {
-        "nodes": len((ref_model or m).graph.node),
+        "nodes": n_steps,
         "tensors": {
             k: {
                 "dtype": helper.tensor_dtype_to_string(d).replace("TensorProto.", ""),
@@ -927,12 +1076,86 @@ def control_flow():
     save("control_flow", model(nodes, [x, seq], outs, inits, opset=17))
 
 
+def control_bodies():
+    """Body temporaries: an If with temporaries in both branches, a Loop and a Scan whose
+    bodies compute temporaries, and an If nested in a Loop whose condition depends on the
+    iteration number (so both inner branches count)."""
+    f = TensorProto.FLOAT
+    x = helper.make_tensor_value_info("x", f, [4, 8])
+    seq = helper.make_tensor_value_info("seq", f, [6, 4, 8])
+    vi = helper.make_tensor_value_info
+    then_b = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w_up"], ["t_wide"], name="then_up"),
+         helper.make_node("Relu", ["t_wide"], ["t_act"], name="then_act"),
+         helper.make_node("MatMul", ["t_act", "w_down"], ["t_out"], name="then_down")],
+        "then", [], [vi("t_out", f, [4, 8])])
+    else_b = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["e_tr"], name="else_tr"),
+         helper.make_node("Mul", ["e_tr", "e_tr"], ["e_sq"], name="else_sq"),
+         helper.make_node("Transpose", ["e_sq"], ["e_out"], name="else_back")],
+        "else", [], [vi("e_out", f, [4, 8])])
+    loop_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond_pass"),
+         helper.make_node("MatMul", ["acc_in", "w_up"], ["l_up"], name="loop_up"),
+         helper.make_node("Tanh", ["l_up"], ["l_act"], name="loop_act"),
+         helper.make_node("MatMul", ["l_act", "w_down"], ["acc_out"], name="loop_down"),
+         helper.make_node("ReduceSum", ["acc_out"], ["l_sum"], name="loop_sum", keepdims=0)],
+        "loop_body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("acc_in", f, [4, 8])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("acc_out", f, [4, 8]), vi("l_sum", f, [])])
+    scan_body = helper.make_graph(
+        [helper.make_node("Mul", ["row", "row"], ["r_sq"], name="scan_sq"),
+         helper.make_node("ReduceSum", ["r_sq", "axis0"], ["r_sum"], name="scan_sum", keepdims=0),
+         helper.make_node("Add", ["s_in", "r_sum"], ["s_out"], name="scan_add")],
+        "scan_body", [vi("s_in", f, [8]), vi("row", f, [4, 8])],
+        [vi("s_out", f, [8]), vi("r_sum", f, [8])])
+    inner_then = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "w_up"], ["n_up"], name="inner_up"),
+         helper.make_node("MatMul", ["n_up", "w_down"], ["n_out"], name="inner_down")],
+        "inner_then", [], [vi("n_out", f, [4, 8])])
+    inner_else = helper.make_graph(
+        [helper.make_node("Neg", ["h_in"], ["m_neg"], name="inner_neg"),
+         helper.make_node("Abs", ["m_neg"], ["m_out"], name="inner_abs")],
+        "inner_else", [], [vi("m_out", f, [4, 8])])
+    nested_body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"], name="cond_pass"),
+         helper.make_node("Mod", ["i", "two"], ["i_mod"], name="parity"),
+         helper.make_node("Equal", ["i_mod", "one"], ["is_odd"], name="is_odd"),
+         helper.make_node("If", ["is_odd"], ["picked"], name="inner_if",
+                          then_branch=inner_then, else_branch=inner_else),
+         helper.make_node("Add", ["picked", "h_in"], ["h_out"], name="residual")],
+        "nested_body",
+        [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []), vi("h_in", f, [4, 8])],
+        [vi("c_out", TensorProto.BOOL, []), vi("h_out", f, [4, 8])])
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "zero_f"], ["positive"], name="positive"),
+        helper.make_node("If", ["positive"], ["branch"], name="if_temps",
+                         then_branch=then_b, else_branch=else_b),
+        helper.make_node("Loop", ["four", "yes", "x"], ["acc", "sums"], name="loop_temps",
+                         body=loop_body),
+        helper.make_node("Scan", ["s0", "seq"], ["s_final", "row_sums"], name="scan_temps",
+                         body=scan_body, num_scan_inputs=1),
+        helper.make_node("Loop", ["two", "yes", "x"], ["h_final"], name="nested_loop",
+                         body=nested_body),
+        helper.make_node("Relu", ["branch"], ["after"], name="after"),
+    ]
+    inits = [
+        w("w_up", [8, 16]), w("w_down", [16, 8]), w("zero_f", [], low=0, high=0),
+        ints("four", 4), ints("two", 2), ints("one", 1), ints("axis0", [0]),
+        numpy_helper.from_array(np.array(True), "yes"), w("s0", [8]),
+    ]
+    outs = [helper.ValueInfoProto(name=n)
+            for n in ["after", "acc", "sums", "s_final", "row_sums", "h_final"]]
+    save("control_bodies", model(nodes, [x, seq], outs, inits, opset=17))
+
+
 def main():
     only = set(sys.argv[1:])
     failed = []
     for f in [quantized, quant_dynamic_ops, quant_ops, qoperator_extra, fused_transformer, ort_optimized,
               ort_transformers_bert, recurrent, standard_ops,
-              detection, shape_subgraphs, functions, control_flow]:
+              detection, shape_subgraphs, functions, control_flow, control_bodies]:
         if not only or f.__name__ in only:
             # Each fixture draws from its own seeded generator: regenerating one alone
             # writes the same file as regenerating all.

@@ -4,7 +4,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
-use memplan_graph::{Attribute, DType, Graph, Tensor, TensorData, Value, ValueId, ValueKind};
+use memplan_graph::{
+    Attribute, DType, Graph, NodeId, Tensor, TensorData, Value, ValueId, ValueKind,
+};
 
 use crate::fold::Data;
 use crate::infer::{self, elements, Ctx, Info, NodeError, MAX_FOLD_ELEMENTS};
@@ -335,6 +337,24 @@ fn monotone(op: &str, slots: &[usize]) -> bool {
     }
 }
 
+/// A value computed from bounded values (`bounded`: the slots of the inputs that are, and
+/// their names; `usize::MAX` for a value a control-flow body reads) is bounded too. Its
+/// folded contents (a shape value holding the bound) stay only through operators that never
+/// turn a larger input into a smaller output; any other leaves them unknown, so that no size
+/// is ever planned below the real one.
+fn inherit_bound(op: &str, bounded: &[(usize, String)], info: &mut Info) {
+    let Some((_, first)) = bounded.first() else {
+        return;
+    };
+    if info.bound.is_none() {
+        info.bound = Some(format!("computed from the bounded value '{first}'"));
+    }
+    let slots: Vec<usize> = bounded.iter().map(|(s, _)| *s).collect();
+    if info.data.is_some() && !monotone(op, &slots) {
+        info.data = None;
+    }
+}
+
 /// IEEE 754 half precision bits to `f64` (subnormals, infinities and NaN included).
 fn half_to_f64(h: u16) -> f64 {
     let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
@@ -659,6 +679,8 @@ pub fn import_model(
         .map(Reverse)
         .collect();
     let mut done = vec![false; g.node.len()];
+    // What each control-flow node's bodies hold while it runs.
+    let mut expansions: Vec<control::Expansion> = vec![control::Expansion::default(); g.node.len()];
     while let Some(Reverse(i)) = ready.pop() {
         done[i] = true;
         let n = &g.node[i];
@@ -684,7 +706,18 @@ pub fn import_model(
             vec![constant_value(&node_label(i), &attrs[i]).map_err(fail)?]
         } else if control::is_control(n) {
             let outer = |name: &str| facts.get(name).cloned();
-            control::infer(&imp, n, &ins, &outer, opset_of(i), options).map_err(fail)?
+            control::infer(
+                &imp,
+                n,
+                &ins,
+                &outer,
+                opset_of(i),
+                options,
+                &|name: &str| name.to_string(),
+                &node_label(i),
+                &mut expansions[i],
+            )
+            .map_err(fail)?
         } else {
             let ctx = node_ctx(n, &ins, &attrs[i], opset_of(i), options);
             match infer::infer_node(&ctx) {
@@ -718,28 +751,14 @@ pub fn import_model(
                 )));
             };
             let mut info = info.clone();
-            // A value computed from a bounded one is bounded too. Its folded contents (a
-            // shape value holding the bound) stay only through operators that never turn a
-            // larger input into a smaller output; any other leaves them unknown, so that no
-            // size is ever planned below the real one.
-            let bounded_slots: Vec<usize> = n
+            let bounded: Vec<(usize, String)> = n
                 .input
                 .iter()
                 .enumerate()
                 .filter(|(_, inp)| facts.get(inp.as_str()).is_some_and(|f| f.bound.is_some()))
-                .map(|(s, _)| s)
+                .map(|(s, inp)| (s, inp.clone()))
                 .collect();
-            if let Some(&first) = bounded_slots.first() {
-                if info.bound.is_none() {
-                    info.bound = Some(format!(
-                        "computed from the bounded value '{}'",
-                        n.input[first]
-                    ));
-                }
-                if info.data.is_some() && !monotone(&n.op_type, &bounded_slots) {
-                    info.data = None;
-                }
-            }
+            inherit_bound(&n.op_type, &bounded, &mut info);
             if info.dtype == DType::String {
                 return Err(fail(format!(
                     "output '{out}' is a STRING tensor, which has no fixed size"
@@ -839,8 +858,26 @@ pub fn import_model(
             ids.insert(out.as_str(), id);
         }
     }
+    // Body values, after every value of the outer graph so that they never take an outer
+    // name: a repeated name gets a `#k` suffix. `body_ids` maps their keys.
+    let mut body_ids: HashMap<String, ValueId> = HashMap::new();
+    for exp in &expansions {
+        add_body_values(&mut graph, exp, &mut body_ids, &add)?;
+    }
+    let lookup = |key: &str| -> Option<ValueId> {
+        if key.is_empty() {
+            None
+        } else if control::shown(key).len() < key.len() {
+            body_ids.get(key).copied()
+        } else {
+            ids.get(key).copied()
+        }
+    };
     let mut names_taken: BTreeSet<String> = g.node.iter().map(|n| n.name.clone()).collect();
     let mut seen: BTreeSet<String> = BTreeSet::new();
+    // Control-flow windows: (the node, its body steps' first and last nodes, its closing
+    // step), for the control edges that keep each window together in any order.
+    let mut windows: Vec<Window> = Vec::new();
     for (i, (n, a)) in g.node.iter().zip(attrs).enumerate() {
         // Unique node names: empty ones become `node_<i>`, repeats get a suffix.
         let mut name = node_label(i);
@@ -853,20 +890,10 @@ pub fn import_model(
             seen.insert(name.clone());
         }
         names_taken.insert(name.clone());
-        let inputs: Vec<Option<ValueId>> = n
-            .input
-            .iter()
-            .map(|inp| {
-                if inp.is_empty() {
-                    None
-                } else {
-                    ids.get(inp.as_str()).copied()
-                }
-            })
-            .collect();
+        let inputs: Vec<Option<ValueId>> = n.input.iter().map(|inp| lookup(inp)).collect();
         // A Constant node stays in the node order (steps are numbered by file position) but
         // its value is a `Constant` without a producer, outside the activation arena.
-        let outputs: Vec<ValueId> = if n.op_type == "Constant" {
+        let mut outputs: Vec<ValueId> = if n.op_type == "Constant" {
             Vec::new()
         } else {
             n.output
@@ -874,11 +901,68 @@ pub fn import_model(
                 .filter_map(|o| ids.get(o.as_str()).copied())
                 .collect()
         };
+        let control = control::is_control(n);
+        let exp = &expansions[i];
+        let n_outputs = outputs.len();
+        if control {
+            // The node also writes its bodies' formal inputs.
+            outputs.extend(
+                exp.formals
+                    .iter()
+                    .filter_map(|(f, _)| body_ids.get(f).copied()),
+            );
+        }
         let id = graph
-            .add_node(name, n.op_type.clone(), inputs, outputs, a)
+            .add_node(name.clone(), n.op_type.clone(), inputs, outputs, a)
             .map_err(|e| imp.graph_err(e))?;
         if !n.domain.is_empty() {
             graph.set_domain(id, n.domain.clone());
+        }
+        if control {
+            let mut fresh = |base: String| -> String {
+                let mut name = base.clone();
+                let mut k = 1;
+                while seen.contains(&name) || names_taken.contains(&name) {
+                    name = format!("{base}#{k}");
+                    k += 1;
+                }
+                seen.insert(name.clone());
+                names_taken.insert(name.clone());
+                name
+            };
+            add_body_nodes(
+                &mut graph,
+                &imp,
+                id,
+                n_outputs,
+                &name,
+                &n.op_type,
+                exp,
+                &lookup,
+                &mut fresh,
+                &mut windows,
+            )?;
+        }
+    }
+    // Each window runs as a whole: its body steps after the node, before the closing step,
+    // and every reader of the node's outputs after the closing step.
+    for w in &windows {
+        let mut edges: Vec<(NodeId, NodeId)> = Vec::new();
+        for &(first, last) in &w.children {
+            edges.push((w.start, first));
+            edges.push((last, w.end));
+        }
+        for &v in &graph.node(w.start).outputs[..w.n_outputs] {
+            for &(reader, _) in &graph.value(v).consumers {
+                if reader != w.end {
+                    edges.push((w.end, reader));
+                }
+            }
+        }
+        for (from, to) in edges {
+            graph
+                .add_control_edge(from, to)
+                .map_err(|e| imp.graph_err(e))?;
         }
     }
     graph.set_inputs(input_ids).map_err(|e| imp.graph_err(e))?;
@@ -889,4 +973,142 @@ pub fn import_model(
         .collect();
     graph.set_outputs(outputs).map_err(|e| imp.graph_err(e))?;
     Ok(graph)
+}
+
+/// A control-flow node laid out as steps: the node, its body steps (each direct child as its
+/// first and last node: a nested control-flow node spans its own window), the closing step.
+struct Window {
+    start: NodeId,
+    /// The node's own outputs (its first outputs; the formal inputs follow).
+    n_outputs: usize,
+    children: Vec<(NodeId, NodeId)>,
+    end: NodeId,
+}
+
+type AddValue<'a> = dyn Fn(&mut Graph, &str, &Info, ValueKind) -> Result<ValueId, OnnxError> + 'a;
+
+/// Adds the values of `exp`'s bodies (formal inputs, weights, node outputs, nested bodies')
+/// to `graph`, recording their ids by key in `ids`. A value whose name is taken (an outer
+/// value named like it) gets a `#k` suffix.
+fn add_body_values(
+    graph: &mut Graph,
+    exp: &control::Expansion,
+    ids: &mut HashMap<String, ValueId>,
+    add: &AddValue,
+) -> Result<(), OnnxError> {
+    let put = |graph: &mut Graph,
+               ids: &mut HashMap<String, ValueId>,
+               key: &str,
+               info: &Info,
+               kind: ValueKind| {
+        let name = control::shown(key);
+        let mut shown = name.to_string();
+        let mut k = 1;
+        while graph.value_by_name(&shown).is_some() {
+            shown = format!("{name}#{k}");
+            k += 1;
+        }
+        let id = add(graph, &shown, info, kind)?;
+        ids.insert(key.to_string(), id);
+        Ok::<(), OnnxError>(())
+    };
+    for (name, info) in &exp.formals {
+        put(graph, ids, name, info, ValueKind::Activation)?;
+    }
+    for (name, info) in &exp.weights {
+        put(graph, ids, name, info, ValueKind::Weight)?;
+    }
+    for node in &exp.nodes {
+        let kind = if node.op == "Constant" {
+            ValueKind::Constant
+        } else {
+            ValueKind::Activation
+        };
+        for (name, info) in &node.outputs {
+            put(graph, ids, name, info, kind)?;
+        }
+        if let Some(inner) = &node.inner {
+            add_body_values(graph, inner, ids, add)?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds the body steps of control-flow node `start` (named `name`, of operator `op`, its
+/// first `n_outputs` outputs its own) and its closing step `<name>/end`, recording the
+/// windows (nested ones first).
+#[allow(clippy::too_many_arguments)]
+fn add_body_nodes(
+    graph: &mut Graph,
+    imp: &Importer,
+    start: NodeId,
+    n_outputs: usize,
+    name: &str,
+    op: &str,
+    exp: &control::Expansion,
+    lookup: &dyn Fn(&str) -> Option<ValueId>,
+    fresh: &mut dyn FnMut(String) -> String,
+    windows: &mut Vec<Window>,
+) -> Result<NodeId, OnnxError> {
+    let mut children = Vec::with_capacity(exp.nodes.len());
+    for node in &exp.nodes {
+        let inputs: Vec<Option<ValueId>> = node.inputs.iter().map(|i| lookup(i)).collect();
+        let mut outputs: Vec<ValueId> = if node.op == "Constant" {
+            Vec::new()
+        } else {
+            node.outputs.iter().filter_map(|(o, _)| lookup(o)).collect()
+        };
+        let own = outputs.len();
+        if let Some(inner) = &node.inner {
+            outputs.extend(inner.formals.iter().filter_map(|(f, _)| lookup(f)));
+        }
+        let node_name = fresh(node.name.clone());
+        let id = graph
+            .add_node(
+                node_name.clone(),
+                node.op.clone(),
+                inputs,
+                outputs,
+                node.attrs.clone(),
+            )
+            .map_err(|e| imp.graph_err(e))?;
+        if !node.domain.is_empty() {
+            graph.set_domain(id, node.domain.clone());
+        }
+        let last = match &node.inner {
+            Some(inner) => add_body_nodes(
+                graph, imp, id, own, &node_name, &node.op, inner, lookup, fresh, windows,
+            )?,
+            None => id,
+        };
+        children.push((id, last));
+    }
+    let mut reads: Vec<Option<ValueId>> = Vec::new();
+    let own_outputs = graph.node(start).outputs[..n_outputs].to_vec();
+    for v in exp
+        .end_reads
+        .iter()
+        .filter_map(|r| lookup(r))
+        .chain(own_outputs)
+    {
+        if !reads.contains(&Some(v)) {
+            reads.push(Some(v));
+        }
+    }
+    let end = graph
+        .add_node(
+            fresh(format!("{name}/end")),
+            format!("{op}End"),
+            reads,
+            Vec::new(),
+            BTreeMap::new(),
+        )
+        .map_err(|e| imp.graph_err(e))?;
+    windows.push(Window {
+        start,
+        n_outputs,
+        children,
+        end,
+    });
+    Ok(end)
 }

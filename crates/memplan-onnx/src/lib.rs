@@ -10,12 +10,16 @@
 //! - initialisers are [`ValueKind::Weight`]: dtype and dims; contents are read only for
 //!   small inline tensors (shape operands, float scales). External data is never read, and
 //!   a missing `.onnx.data` file is not an error;
-//! - every node is kept, in the file's order (so node *i* runs at step *i + 1*), including
+//! - every node is kept, in the file's order (so node *i* runs at step *i + 1* when no
+//!   function or control-flow body adds steps), including
 //!   `Constant` nodes; a `Constant` node has no outputs in the graph and its value is a
 //!   [`ValueKind::Constant`] without producer;
 //! - every other node output is a [`ValueKind::Activation`] with its inferred static shape;
 //!   folded contents (shape values) are kept with [`Graph::set_data`];
-//! - `If`/`Loop`/`Scan` nodes take the outer values their sub-graphs read as extra inputs;
+//! - `If`/`Loop`/`Scan` nodes take the outer values their sub-graphs read as extra inputs,
+//!   and their bodies become steps after them (`<node>/<attribute>/<inner>`, then a closing
+//!   step `<node>/end`), so body temporaries are planned: both branches of an `If` in turn,
+//!   one iteration of a `Loop` or `Scan` (doc/onnx.md, "The graph built");
 //! - data-dependent sizes (NonZero, NonMaxSuppression, …) are planned at an upper bound and
 //!   marked with `Graph::set_bounded` (see [`ImportOptions::max_dim`]).
 //!

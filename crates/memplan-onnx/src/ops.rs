@@ -132,7 +132,7 @@ pub const FAMILIES: &[Family] = &[
     Family {
         domain: ONNX,
         family: "control flow",
-        notes: "sub-graphs inferred; outer values a body reads become node inputs; If: chosen branch or both (larger size, bounded); Loop: scan outputs x trip count (M or --max-dim); Scan: stacked along the scan length",
+        notes: "sub-graphs inferred; bodies become steps <node>/<attr>/<inner> between the node and <node>/end (If: taken branch or both in turn; Loop, Scan: one iteration); outer values a body reads become node inputs; If: chosen branch or both (larger size, bounded); Loop: scan outputs x trip count (M or --max-dim); Scan: stacked along the scan length",
         ops: &["If", "Loop", "Scan"],
     },
     Family {

@@ -215,6 +215,328 @@ fn control_flow() {
 }
 
 #[test]
+fn control_flow_bodies_are_steps_around_their_node() {
+    // Each If/Loop/Scan node is followed by its body nodes (both branches of the If whose
+    // condition is a runtime value, the taken one of the If whose condition is known) and
+    // a closing step `<node>/end`; the node writes its outputs and its body's formal inputs.
+    let g = check("control_flow");
+    let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "total",
+            "positive",
+            "if_runtime",
+            "if_runtime/then_branch/then_mm",
+            "if_runtime/then_branch/then_add",
+            "if_runtime/else_branch/else_mm",
+            "if_runtime/else_branch/else_relu",
+            "if_runtime/end",
+            "if_known",
+            "if_known/then_branch/big_cat",
+            "if_known/end",
+            "loop",
+            "loop/body/cond_pass",
+            "loop/body/acc_add",
+            "loop/body/loop_mm",
+            "loop/end",
+            "scan",
+            "scan/body/scan_add",
+            "scan/body/scan_sq",
+            "scan/end",
+            "after"
+        ]
+    );
+    let node = |name: &str| &g.nodes()[g.node_by_name(name).unwrap().index()];
+    let names_of = |ids: &mut dyn Iterator<Item = memplan_graph::ValueId>| -> Vec<String> {
+        ids.map(|v| g.value(v).name.clone()).collect()
+    };
+    assert_eq!(
+        names_of(&mut node("loop").outputs.iter().copied()),
+        [
+            "acc",
+            "stacked",
+            "loop/body/i",
+            "loop/body/cond_in",
+            "loop/body/acc_in"
+        ]
+    );
+    assert_eq!(node("loop/end").op_type, "LoopEnd");
+    assert!(node("loop/end").outputs.is_empty());
+    // The closing step of a Loop reads the body outputs, the formal inputs and the outer
+    // values the body reads (every iteration reads them again), and the Loop's outputs.
+    assert_eq!(
+        names_of(&mut node("loop/end").inputs.iter().flatten().copied()),
+        [
+            "loop/body/cond_out",
+            "loop/body/acc_out",
+            "loop/body/scan_out",
+            "loop/body/i",
+            "loop/body/cond_in",
+            "loop/body/acc_in",
+            "x",
+            "w",
+            "acc",
+            "stacked"
+        ]
+    );
+    // An If's closing step reads both branches' outputs and the If's output.
+    assert_eq!(
+        names_of(&mut node("if_runtime/end").inputs.iter().flatten().copied()),
+        [
+            "if_runtime/then_branch/t_out",
+            "if_runtime/else_branch/e_out",
+            "branch"
+        ]
+    );
+    // The topological order keeps every window together: it is the file order.
+    let topo = memplan_graph::order::execution_order(&g, Order::Topological).unwrap();
+    let file: Vec<memplan_graph::NodeId> = (0..g.nodes().len() as u32)
+        .map(memplan_graph::NodeId)
+        .collect();
+    assert_eq!(topo, file);
+}
+
+/// Bytes and `[start, end)` of an arena value of `g`.
+fn bytes_and_life(
+    g: &memplan_graph::Graph,
+    a: &memplan_graph::analysis::Analysis,
+    name: &str,
+) -> (u64, u64, u64) {
+    let id = g.value_by_name(name).unwrap_or_else(|| panic!("{name}"));
+    let life = a.values[id.index()].lifetime.unwrap();
+    (g.value(id).bytes, life.start, life.end)
+}
+
+#[test]
+fn control_bodies() {
+    // An If with temporaries in both branches (steps 3..=10), a Loop (11..=17) and a Scan
+    // (18..=22) with body temporaries, an If nested in a Loop (23..=34) whose condition
+    // depends on the iteration number. Body values live over their own steps, one
+    // iteration's worth; the branches of an If follow each other, so their temporaries can
+    // share memory.
+    let g = check("control_bodies");
+    assert_eq!(g.nodes().len(), 35);
+    for order in [Order::File, Order::Topological] {
+        for options in [Options::NONE, Options::default()] {
+            let a = analyse(&g, order, options).unwrap();
+            let life = |name: &str| bytes_and_life(&g, &a, name);
+            for (name, want) in [
+                ("if_temps/then_branch/t_wide", (256, 4, 6)),
+                ("if_temps/then_branch/t_act", (256, 5, 7)),
+                ("if_temps/then_branch/t_out", (128, 6, 11)),
+                ("if_temps/else_branch/e_tr", (128, 7, 9)),
+                ("if_temps/else_branch/e_sq", (128, 8, 10)),
+                ("if_temps/else_branch/e_out", (128, 9, 11)),
+                // Formal inputs live across the whole iteration (up to the closing step).
+                ("loop_temps/body/i", (8, 11, 18)),
+                ("loop_temps/body/acc_in", (128, 11, 18)),
+                ("loop_temps/body/l_up", (256, 13, 15)),
+                ("loop_temps/body/l_act", (256, 14, 16)),
+                ("loop_temps/body/acc_out", (128, 15, 18)),
+                ("loop_temps/body/l_sum", (4, 16, 18)),
+                ("scan_temps/body/s_in", (32, 18, 23)),
+                ("scan_temps/body/row", (128, 18, 23)),
+                ("scan_temps/body/r_sq", (128, 19, 21)),
+                ("scan_temps/body/r_sum", (32, 20, 23)),
+                ("nested_loop/body/h_in", (128, 23, 35)),
+                ("nested_loop/body/i_mod", (8, 25, 27)),
+                ("nested_loop/body/is_odd", (1, 26, 28)),
+                ("nested_loop/body/picked", (128, 27, 34)),
+                ("nested_loop/body/inner_if/then_branch/n_up", (256, 28, 30)),
+                ("nested_loop/body/inner_if/then_branch/n_out", (128, 29, 33)),
+                ("nested_loop/body/inner_if/else_branch/m_neg", (128, 30, 32)),
+                ("nested_loop/body/inner_if/else_branch/m_out", (128, 31, 33)),
+                ("nested_loop/body/h_out", (128, 33, 35)),
+                // Outer values a Loop or Scan body reads live to its closing step, its
+                // outputs from its first step.
+                ("x", (128, 0, 24)),
+                ("seq", (768, 0, 23)),
+                ("sums", (16, 11, 36)),
+                ("row_sums", (192, 18, 36)),
+            ] {
+                assert_eq!(life(name), want, "{name} ({order:?}, {options:?})");
+            }
+            if options == Options::NONE {
+                // The largest step is the Loop's at step 14: x, seq, branch, acc, sums and
+                // the body's i, cond_in, acc_in, cond_out, l_up, l_act. (Every body value
+                // over its node's single step would give 2049 at the If.)
+                assert_eq!(a.stats.max_live_bytes, 1818);
+            }
+            let plan = planner::by_name("best-of")
+                .unwrap()
+                .plan(&a.problem)
+                .unwrap();
+            let report = checker::check(&a.problem, &plan);
+            assert!(report.is_valid(), "{:?}", report.violations);
+        }
+    }
+    let reads = |name: &str| -> Vec<String> {
+        g.nodes()[g.node_by_name(name).unwrap().index()]
+            .inputs
+            .iter()
+            .flatten()
+            .map(|v| g.value(*v).name.clone())
+            .collect()
+    };
+    // The nested If reads the outer Loop's formal input and the outer weights.
+    assert_eq!(
+        reads("nested_loop/body/inner_if"),
+        [
+            "nested_loop/body/is_odd",
+            "nested_loop/body/h_in",
+            "w_up",
+            "w_down"
+        ]
+    );
+    assert_eq!(
+        reads("nested_loop"),
+        ["two", "yes", "x", "one", "w_up", "w_down"]
+    );
+    assert_eq!(g.bounded().count(), 0);
+}
+
+#[test]
+fn body_values_computed_from_a_bound_are_bounded() {
+    // control_bodies with `nz = NonZero(x)` first and the If's then branch casting it: the
+    // body value is planned at NonZero's upper bound and marked so, naming where it comes
+    // from; nz is read by the If (it lives across it).
+    use memplan_onnx::proto::{attribute_type, AttributeProto, NodeProto};
+    let bytes = std::fs::read(dir().join("control_bodies.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cb").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let if_node = g.node.iter_mut().find(|n| n.name == "if_temps").unwrap();
+    let then_b = if_node
+        .attribute
+        .iter_mut()
+        .find(|a| a.name == "then_branch")
+        .unwrap()
+        .g
+        .as_mut()
+        .unwrap();
+    then_b.node.push(NodeProto {
+        name: "then_cast".into(),
+        op_type: "Cast".into(),
+        input: vec!["nz".into()],
+        output: vec!["t_nz".into()],
+        attribute: vec![AttributeProto {
+            name: "to".into(),
+            r#type: attribute_type::INT,
+            i: 1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    g.node.insert(
+        0,
+        NodeProto {
+            name: "nz".into(),
+            op_type: "NonZero".into(),
+            input: vec!["x".into()],
+            output: vec!["nz".into()],
+            ..Default::default()
+        },
+    );
+    let bytes = prost::Message::encode_to_vec(&m);
+    let graph = memplan_onnx::import_bytes(&bytes, "cb", &ImportOptions::default()).unwrap();
+    let t = graph.value_by_name("if_temps/then_branch/t_nz").unwrap();
+    assert_eq!(graph.value(t).shape.as_deref(), Some(&[2, 32][..]));
+    assert_eq!(graph.value(t).bytes, 256);
+    let why = graph.bound_reason(t).unwrap();
+    assert!(why.contains("'nz'"), "{why}");
+    let a = analyse(&graph, Order::File, Options::default()).unwrap();
+    // The If is step 4 now, its then branch's nodes 5..=7, the cast 8.
+    assert_eq!(
+        bytes_and_life(&graph, &a, "if_temps/then_branch/t_nz"),
+        (256, 8, 9)
+    );
+    assert_eq!(bytes_and_life(&graph, &a, "nz"), (512, 1, 9));
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&a.problem)
+        .unwrap();
+    assert!(checker::check(&a.problem, &plan).is_valid());
+}
+
+#[test]
+fn body_values_never_take_an_outer_name() {
+    // control_flow with its last output renamed `loop/body/acc_out`, the name the Loop's
+    // body value would take: the outer value keeps it, the body value is `#1`, and each
+    // is read where it should be.
+    let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cf").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let after = g.node.iter_mut().find(|n| n.name == "after").unwrap();
+    after.output[0] = "loop/body/acc_out".into();
+    g.output
+        .iter_mut()
+        .find(|o| o.name == "after")
+        .unwrap()
+        .name = "loop/body/acc_out".into();
+    let bytes = prost::Message::encode_to_vec(&m);
+    let graph = memplan_onnx::import_bytes(&bytes, "cf", &ImportOptions::default()).unwrap();
+    let node = |name: &str| &graph.nodes()[graph.node_by_name(name).unwrap().index()];
+    let name_of = |v: memplan_graph::ValueId| graph.value(v).name.clone();
+    assert_eq!(name_of(node("after").outputs[0]), "loop/body/acc_out");
+    assert_eq!(
+        name_of(node("loop/body/acc_add").outputs[0]),
+        "loop/body/acc_out#1"
+    );
+    assert_eq!(
+        name_of(node("loop/body/loop_mm").inputs[0].unwrap()),
+        "loop/body/acc_out#1"
+    );
+    let a = analyse(&graph, Order::File, Options::default()).unwrap();
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&a.problem)
+        .unwrap();
+    assert!(checker::check(&a.problem, &plan).is_valid());
+}
+
+#[test]
+fn topological_order_keeps_control_flow_windows_together() {
+    // control_bodies with the reader of the If's output first in the file (not a
+    // topological order): the topological order runs it after the If's closing step, and
+    // every window (a node, its body steps, its closing step) runs without another node
+    // in between, nested windows inside their own.
+    let bytes = std::fs::read(dir().join("control_bodies.onnx")).unwrap();
+    let mut m = memplan_onnx::decode_model(&bytes, "cb").unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let after = g.node.pop().unwrap();
+    assert_eq!(after.name, "after");
+    g.node.insert(0, after);
+    let bytes = prost::Message::encode_to_vec(&m);
+    let graph = memplan_onnx::import_bytes(&bytes, "cb", &ImportOptions::default()).unwrap();
+    assert!(analyse(&graph, Order::File, Options::default()).is_err());
+    let order = memplan_graph::order::execution_order(&graph, Order::Topological).unwrap();
+    let names: Vec<&str> = order
+        .iter()
+        .map(|id| graph.node(*id).name.as_str())
+        .collect();
+    let at = |name: &str| names.iter().position(|n| *n == name).unwrap();
+    assert!(at("after") > at("if_temps/end"));
+    for (i, end) in names.iter().enumerate() {
+        let Some(node) = end.strip_suffix("/end") else {
+            continue;
+        };
+        let start = at(node);
+        for inner in &names[start + 1..i] {
+            assert!(
+                inner.starts_with(&format!("{node}/")),
+                "{inner} inside {node}'s window"
+            );
+        }
+    }
+    let a = analyse(&graph, Order::Topological, Options::default()).unwrap();
+    let plan = planner::by_name("best-of")
+        .unwrap()
+        .plan(&a.problem)
+        .unwrap();
+    assert!(checker::check(&a.problem, &plan).is_valid());
+}
+
+#[test]
 fn data_dependent_loop_needs_max_dim() {
     // The same Loop with a runtime trip count: an error naming --max-dim, then a bound.
     let bytes = std::fs::read(dir().join("control_flow.onnx")).unwrap();

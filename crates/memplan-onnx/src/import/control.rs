@@ -8,18 +8,81 @@
 //!   else both branches, which must agree (or differ only in sizes: the larger is planned,
 //!   marked as a bound); `Loop` stacks its scan outputs along the trip count (`M` when known,
 //!   else `--max-dim`, marked as a bound); `Scan` stacks along its scan inputs' length.
-//! - Body temporaries are not values of the graph: the node is one step, and what its body
-//!   allocates inside that step is not planned (doc/onnx.md).
+//! - **Bodies are laid out as steps** ([`Expansion`], built while the bodies are inferred;
+//!   the importer adds them to the graph): the node (writing its outputs and the bodies'
+//!   formal inputs), every body node as `<node>/<attribute>/<inner node>` with its values
+//!   `<node>/<attribute>/<value>` (both branches of an `If` whose condition is unknown, one
+//!   after the other, so that they share memory; nested bodies expand inside), then a
+//!   closing step `<node>/end` reading what must live to the end of the body: its outputs,
+//!   the node's outputs, and for `Loop` and `Scan` the formal inputs and the outer values the
+//!   body reads, which the next iteration reads again. A `Loop` or `Scan` is thus planned
+//!   for one iteration, valid for all (doc/onnx.md, "The graph built").
+//! - **Upper bounds** reach into bodies: a body value computed from a bounded value (outer
+//!   or local) is bounded too, with the same rule as the outer graph's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use memplan_graph::{Attribute, DType};
 
-use super::{constant_value, node_ctx, Importer};
+use super::{constant_value, inherit_bound, node_ctx, Importer};
 use crate::fold::Data;
 use crate::infer::{self, Info, NodeError};
 use crate::proto::{GraphProto, NodeProto};
 use crate::ImportOptions;
+
+/// A control-flow node's bodies as steps of the outer graph, around the node's own step:
+/// the node (which writes its outputs and the bodies' formal inputs), every body node in
+/// order (both branches of an `If` whose condition is unknown, one after the other), then a
+/// closing step `<node>/end` that reads what must live to the end of an iteration.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Expansion {
+    /// The bodies' formal inputs (`Loop`: iteration number, condition, loop-carried values;
+    /// `Scan`: states and one slice of each scan input), by key (an outer value's key is its name,
+    /// a body value's is its graph name after [`BODY`]).
+    pub formals: Vec<(String, Info)>,
+    /// The bodies' initialisers (weights), by key.
+    pub weights: Vec<(String, Info)>,
+    /// The body nodes in order.
+    pub nodes: Vec<BodyNode>,
+    /// What the closing step reads, by key: the body outputs; for `Loop` and `Scan`
+    /// also the formal inputs and the outer values the bodies read (every iteration reads
+    /// them again), and a `Scan`'s own inputs (sliced at every iteration).
+    pub end_reads: Vec<String>,
+}
+
+/// The first character of a body value's key: keys of body values never equal an outer
+/// value's name (which is its key), however the file names its values. [`shown`] drops it.
+const BODY: char = '\u{0}';
+
+/// The graph name of the value whose key is `key`.
+pub(super) fn shown(key: &str) -> &str {
+    key.strip_prefix(BODY).unwrap_or(key)
+}
+
+/// One node of a body, named by its graph name and wired by keys.
+#[derive(Clone, Debug)]
+pub(super) struct BodyNode {
+    /// `<node>/<attribute>/<inner node>` (`node_<j>` when unnamed).
+    pub name: String,
+    pub op: String,
+    pub domain: String,
+    /// Keys of its inputs (`""`: omitted), then, for a control-flow node, the
+    /// outer values its own bodies read.
+    pub inputs: Vec<String>,
+    /// Keys of its outputs (omitted ones left out) with their facts.
+    pub outputs: Vec<(String, Info)>,
+    pub attrs: BTreeMap<String, Attribute>,
+    /// Its own bodies, for a control-flow node.
+    pub inner: Option<Expansion>,
+}
+
+/// `info` with the bound `why` (when there is one).
+fn with_bound(mut info: Info, why: Option<String>) -> Info {
+    if info.bound.is_none() {
+        info.bound = why;
+    }
+    info
+}
 
 /// True for the control-flow operators of the default domain.
 pub(super) fn is_control(n: &NodeProto) -> bool {
@@ -88,7 +151,10 @@ pub(super) fn add_implicit_inputs(g: &GraphProto) -> Option<(GraphProto, Vec<usi
 }
 
 /// Infers a control-flow node's outputs. `inputs` are its own inputs (without the implicit
-/// ones), `outer` every value in scope.
+/// ones), `outer` every value in scope by its name in the file, `rename` its key in the
+/// graph. The node's bodies are laid out in `exp`, named under `path` (the node's own
+/// graph name).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn infer(
     imp: &Importer,
     n: &NodeProto,
@@ -96,6 +162,9 @@ pub(super) fn infer(
     outer: &dyn Fn(&str) -> Option<Info>,
     opset: i64,
     options: &ImportOptions,
+    rename: &dyn Fn(&str) -> String,
+    path: &str,
+    exp: &mut Expansion,
 ) -> Result<Vec<Info>, String> {
     let body = |name: &str| -> Result<&GraphProto, String> {
         bodies(n)
@@ -117,9 +186,22 @@ pub(super) fn infer(
                 Some(Data::Ints(v)) if v.len() == 1 => Some(v[0] != 0),
                 _ => None,
             };
-            let run = |name: &str| -> Result<Vec<Info>, String> {
-                infer_graph(imp, body(name)?, &[], outer, opset, options)
-                    .map_err(|e| format!("in {name}: {e}"))
+            let mut run = |name: &str| -> Result<Vec<Info>, String> {
+                let scope = format!("{path}/{name}");
+                let (infos, names) = infer_graph(
+                    imp,
+                    body(name)?,
+                    &[],
+                    outer,
+                    rename,
+                    opset,
+                    options,
+                    &scope,
+                    exp,
+                )
+                .map_err(|e| format!("in {name}: {e}"))?;
+                exp.end_reads.extend(names);
+                Ok(infos)
             };
             match pick {
                 Some(true) => run("then_branch"),
@@ -161,9 +243,16 @@ pub(super) fn infer(
                 Info::new(DType::Int64, vec![]),
                 Info::new(DType::Bool, vec![]),
             ];
-            formal.extend(carried.iter().map(|c| Info::new(c.dtype, c.shape.clone())));
-            let outs = infer_graph(imp, g, &formal, outer, opset, options)
-                .map_err(|e| format!("in body: {e}"))?;
+            formal.extend(
+                carried
+                    .iter()
+                    .map(|c| with_bound(Info::new(c.dtype, c.shape.clone()), c.bound.clone())),
+            );
+            let scope = format!("{path}/body");
+            let (outs, names) =
+                infer_graph(imp, g, &formal, outer, rename, opset, options, &scope, exp)
+                    .map_err(|e| format!("in body: {e}"))?;
+            iteration_reads(n, rename, names, exp);
             let n_carried = carried.len();
             if outs.len() < 1 + n_carried {
                 return Err(format!(
@@ -179,14 +268,17 @@ pub(super) fn infer(
                         init.dtype, init.shape, out.dtype, out.shape
                     ));
                 }
-                result.push(Info::new(out.dtype, out.shape.clone()));
+                result.push(with_bound(
+                    Info::new(out.dtype, out.shape.clone()),
+                    out.bound.clone().or_else(|| init.bound.clone()),
+                ));
             }
             for s in &outs[1 + n_carried..] {
                 let mut shape = vec![trip];
                 shape.extend_from_slice(&s.shape);
                 result.push(match &bound {
                     Some(why) => Info::bounded(s.dtype, shape, why.clone()),
-                    None => Info::new(s.dtype, shape),
+                    None => with_bound(Info::new(s.dtype, shape), s.bound.clone()),
                 });
             }
             Ok(result)
@@ -218,7 +310,10 @@ pub(super) fn infer(
             let mut formal = Vec::new();
             for s in 0..n_states {
                 let i = input(s)?;
-                formal.push(Info::new(i.dtype, i.shape.clone()));
+                formal.push(with_bound(
+                    Info::new(i.dtype, i.shape.clone()),
+                    i.bound.clone(),
+                ));
             }
             let mut len = None;
             for k in 0..m {
@@ -239,11 +334,21 @@ pub(super) fn infer(
                 }
                 let mut shape = i.shape.clone();
                 shape.remove(ax);
-                formal.push(Info::new(i.dtype, shape));
+                formal.push(with_bound(Info::new(i.dtype, shape), i.bound.clone()));
             }
             let len = len.unwrap_or(0);
-            let outs = infer_graph(imp, g, &formal, outer, opset, options)
-                .map_err(|e| format!("in body: {e}"))?;
+            let scope = format!("{path}/body");
+            let (outs, names) =
+                infer_graph(imp, g, &formal, outer, rename, opset, options, &scope, exp)
+                    .map_err(|e| format!("in body: {e}"))?;
+            iteration_reads(n, rename, names, exp);
+            // The scan inputs are sliced at every iteration.
+            exp.end_reads.extend(
+                n.input[..inputs.len()]
+                    .iter()
+                    .filter(|i| !i.is_empty())
+                    .map(|i| rename(i)),
+            );
             if outs.len() < n_states {
                 return Err(format!(
                     "the body has {} outputs for {n_states} states",
@@ -252,7 +357,7 @@ pub(super) fn infer(
             }
             let mut result: Vec<Info> = outs[..n_states]
                 .iter()
-                .map(|o| Info::new(o.dtype, o.shape.clone()))
+                .map(|o| with_bound(Info::new(o.dtype, o.shape.clone()), o.bound.clone()))
                 .collect();
             for (k, o) in outs[n_states..].iter().enumerate() {
                 let ax = out_axes.get(k).copied().unwrap_or(0);
@@ -264,11 +369,29 @@ pub(super) fn infer(
                 })?;
                 let mut shape = o.shape.clone();
                 shape.insert(ax, len);
-                result.push(Info::new(o.dtype, shape));
+                result.push(with_bound(Info::new(o.dtype, shape), o.bound.clone()));
             }
             Ok(result)
         }
         other => Err(format!("'{other}' is not a control-flow operator")),
+    }
+}
+
+/// The closing step of a `Loop` or `Scan` reads the body outputs (`outputs`), the formal
+/// inputs and the outer values the body reads (its own inputs among them when the body
+/// reads them by name): each iteration needs them again.
+fn iteration_reads(
+    n: &NodeProto,
+    rename: &dyn Fn(&str) -> String,
+    outputs: Vec<String>,
+    exp: &mut Expansion,
+) {
+    exp.end_reads.extend(outputs);
+    let formals: Vec<String> = exp.formals.iter().map(|(name, _)| name.clone()).collect();
+    exp.end_reads.extend(formals);
+    for (_, b) in bodies(n) {
+        exp.end_reads
+            .extend(free_names(b).iter().map(|name| rename(name)));
     }
 }
 
@@ -285,7 +408,7 @@ fn user_trip(options: &ImportOptions, why: &str) -> Result<(u64, Option<String>)
 /// of two of one rank and type (marked as a bound).
 fn merge_branches(k: usize, a: Info, b: Info) -> Result<Info, String> {
     if a.dtype == b.dtype && a.shape == b.shape {
-        return Ok(Info::new(a.dtype, a.shape));
+        return Ok(with_bound(Info::new(a.dtype, a.shape), a.bound.or(b.bound)));
     }
     if a.dtype != b.dtype || a.shape.len() != b.shape.len() {
         return Err(format!(
@@ -320,15 +443,21 @@ fn attrs_of(imp: &Importer, n: &NodeProto) -> Result<BTreeMap<String, Attribute>
 }
 
 /// Infers a sub-graph's outputs, its nodes in their order: `formal` for its inputs, its
-/// own initialisers, and `outer` for every other name.
+/// own initialisers, and `outer` for every other name (`rename`: its key). Lays the
+/// sub-graph out in `exp`, its values named `<scope>/<name>`, nested bodies under
+/// `<scope>/<inner node>/<attribute>`. Returns the outputs' facts and keys.
+#[allow(clippy::too_many_arguments)]
 fn infer_graph(
     imp: &Importer,
     g: &GraphProto,
     formal: &[Info],
     outer: &dyn Fn(&str) -> Option<Info>,
+    rename: &dyn Fn(&str) -> String,
     opset: i64,
     options: &ImportOptions,
-) -> Result<Vec<Info>, String> {
+    scope: &str,
+    exp: &mut Expansion,
+) -> Result<(Vec<Info>, Vec<String>), String> {
     if formal.len() != g.input.len() {
         return Err(format!(
             "the sub-graph has {} inputs but {} are given",
@@ -337,13 +466,16 @@ fn infer_graph(
         ));
     }
     let mut local: HashMap<String, Info> = HashMap::new();
+    let scoped = |name: &str| format!("{BODY}{scope}/{name}");
     for (vi, f) in g.input.iter().zip(formal) {
         local.insert(vi.name.clone(), f.clone());
+        exp.formals.push((scoped(&vi.name), f.clone()));
     }
     for t in &g.initializer {
         let info = imp
             .tensor(t, &t.name, |_| true)
             .map_err(|e| e.to_string())?;
+        exp.weights.push((scoped(&t.name), info.clone()));
         local.insert(t.name.clone(), info);
     }
     for (i, n) in g.node.iter().enumerate() {
@@ -370,12 +502,60 @@ fn infer_graph(
                 }
             }
         }
+        let graph_name = |name: &str| -> String {
+            if name.is_empty() {
+                String::new()
+            } else if local.contains_key(name) {
+                scoped(name)
+            } else {
+                rename(name)
+            }
+        };
+        let mut inputs: Vec<String> = n.input.iter().map(|i| graph_name(i)).collect();
+        // The bounded values the node reads (slot, graph name): its own inputs, and for a
+        // nested control-flow node the values its bodies read (no slot of its own).
+        let mut bounded: Vec<(usize, String)> = owned
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.as_ref().is_some_and(|i| i.bound.is_some()))
+            .map(|(slot, _)| (slot, shown(&inputs[slot]).to_string()))
+            .collect();
         let ins: Vec<Option<&Info>> = owned.iter().map(Option::as_ref).collect();
+        let path = format!("{scope}/{label}");
+        let mut inner = None;
         let outs = if n.op_type == "Constant" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             vec![constant_value(&label, &attrs).map_err(fail)?]
         } else if is_control(n) {
-            let scope = |name: &str| local.get(name).cloned().or_else(|| outer(name));
-            infer(imp, n, &ins, &scope, opset, options).map_err(fail)?
+            for (_, b) in bodies(n) {
+                for name in free_names(b) {
+                    if n.input.contains(&name) {
+                        continue;
+                    }
+                    let info = local.get(&name).cloned().or_else(|| outer(&name));
+                    if info.is_some_and(|i| i.bound.is_some()) {
+                        bounded.push((usize::MAX, shown(&graph_name(&name)).to_string()));
+                    }
+                    if !inputs.contains(&graph_name(&name)) {
+                        inputs.push(graph_name(&name));
+                    }
+                }
+            }
+            let scope_of = |name: &str| local.get(name).cloned().or_else(|| outer(name));
+            let mut e = Expansion::default();
+            let outs = infer(
+                imp,
+                n,
+                &ins,
+                &scope_of,
+                opset,
+                options,
+                &graph_name,
+                &path,
+                &mut e,
+            )
+            .map_err(fail)?;
+            inner = Some(e);
+            outs
         } else {
             let ctx = node_ctx(n, &ins, &attrs, opset, options);
             match infer::infer_node(&ctx) {
@@ -389,11 +569,12 @@ fn infer_graph(
                 }
             }
         };
+        let mut outputs = Vec::new();
         for (slot, out) in n.output.iter().enumerate() {
             if out.is_empty() {
                 continue;
             }
-            let info = outs.get(slot).cloned().ok_or_else(|| {
+            let mut info = outs.get(slot).cloned().ok_or_else(|| {
                 fail(format!(
                     "{} defines {} outputs, the node has {}",
                     n.op_type,
@@ -401,17 +582,34 @@ fn infer_graph(
                     n.output.len()
                 ))
             })?;
+            inherit_bound(&n.op_type, &bounded, &mut info);
+            outputs.push((scoped(out), info.clone()));
             local.insert(out.clone(), info);
         }
+        exp.nodes.push(BodyNode {
+            name: path,
+            op: n.op_type.clone(),
+            domain: n.domain.clone(),
+            inputs,
+            outputs,
+            attrs,
+            inner,
+        });
     }
-    g.output
-        .iter()
-        .map(|o| {
-            local
-                .get(&o.name)
-                .cloned()
-                .or_else(|| outer(&o.name))
-                .ok_or_else(|| format!("sub-graph output '{}' is not defined", o.name))
-        })
-        .collect()
+    let mut infos = Vec::with_capacity(g.output.len());
+    let mut names = Vec::with_capacity(g.output.len());
+    for o in &g.output {
+        let info = local
+            .get(&o.name)
+            .cloned()
+            .or_else(|| outer(&o.name))
+            .ok_or_else(|| format!("sub-graph output '{}' is not defined", o.name))?;
+        infos.push(info);
+        names.push(if local.contains_key(&o.name) {
+            scoped(&o.name)
+        } else {
+            rename(&o.name)
+        });
+    }
+    Ok((infos, names))
 }
