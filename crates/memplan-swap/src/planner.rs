@@ -41,8 +41,8 @@ use std::collections::{HashMap, HashSet};
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_simulated, Options,
-    Prefetch, Reduction, RewriteError, Serialize, Swap,
+    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_and_simulate,
+    rewrite_simulated, Options, Prefetch, Reduction, RewriteError, Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -158,11 +158,44 @@ pub enum PlanError {
     Rewrite(#[from] RewriteError),
 }
 
+/// A graph the search keeps: built, or the rewrite of the input graph that builds it
+/// (built only if it is still the best at the end, or a start for the greedy rounds).
+#[derive(Clone, Debug)]
+enum Kept {
+    Input,
+    Graph(Graph),
+    Rewrite { swaps: Vec<Swap>, options: Options },
+}
+
+impl Kept {
+    /// The graph: `input` rewritten when it is a rewrite of it (`base`: `input`'s
+    /// simulation), the same graph the evaluation simulated.
+    fn build(self, input: &Graph, base: &Run) -> Result<Graph, PlanError> {
+        Ok(match self {
+            Kept::Input => input.clone(),
+            Kept::Graph(graph) => graph,
+            Kept::Rewrite { swaps, options } => {
+                rewrite_simulated(input, &swaps, &options, Some(base))?.graph
+            }
+        })
+    }
+}
+
+/// An [`Outcome`] whose graph may not be built yet.
+#[derive(Clone, Debug)]
+struct Found {
+    graph: Kept,
+    run: Run,
+    tensors: usize,
+    bytes: u64,
+    chosen: String,
+}
+
 /// Keeps the best outcome under a goal.
 struct Best {
     goal: Goal,
     base_step: f64,
-    best: Option<Outcome>,
+    best: Option<Found>,
     evaluated: usize,
 }
 
@@ -187,7 +220,7 @@ impl Best {
     }
 
     /// Keeps `outcome` if it is the best so far (the caller counts simulations).
-    fn offer(&mut self, outcome: Outcome) {
+    fn offer(&mut self, outcome: Found) {
         let take = match &self.best {
             None => true,
             Some(best) => self.better(&outcome.run, &best.run),
@@ -197,14 +230,21 @@ impl Best {
         }
     }
 
-    fn finish(self) -> Outcome {
-        let mut out = self.best.expect("the no-swap graph is always offered");
-        out.met = match self.goal {
-            Goal::Budget(bytes) => out.run.peak_bytes <= bytes,
-            Goal::MaxOverhead(o) => out.run.step_ms <= self.base_step * (1.0 + o) + 1e-9,
+    fn finish(self, input: &Graph, base: &Run) -> Result<Outcome, PlanError> {
+        let found = self.best.expect("the no-swap graph is always offered");
+        let met = match self.goal {
+            Goal::Budget(bytes) => found.run.peak_bytes <= bytes,
+            Goal::MaxOverhead(o) => found.run.step_ms <= self.base_step * (1.0 + o) + 1e-9,
         };
-        out.evaluated = self.evaluated;
-        out
+        Ok(Outcome {
+            graph: found.graph.build(input, base)?,
+            run: found.run,
+            tensors: found.tensors,
+            bytes: found.bytes,
+            met,
+            evaluated: self.evaluated,
+            chosen: found.chosen,
+        })
     }
 }
 
@@ -217,30 +257,30 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         best: None,
         evaluated: 0,
     };
-    best.offer(Outcome {
-        graph: graph.clone(),
+    best.offer(Found {
+        graph: Kept::Input,
         run: base.clone(),
         tensors: 0,
         bytes: 0,
-        met: false,
-        evaluated: 0,
         chosen: "no swap".into(),
     });
     let try_swaps = |swaps: Vec<Swap>, options: &Options, chosen: String, best: &mut Best| {
         if swaps.is_empty() {
             return Ok::<(), PlanError>(());
         }
-        // `base` is `graph`'s simulation: the rewrite need not simulate it again.
-        let rewritten = rewrite_simulated(graph, &swaps, options, Some(&base))?;
+        // `base` is `graph`'s simulation: the rewrite need not simulate it again. The
+        // rewritten graph is built only if it is kept.
+        let rewritten = rewrite_and_simulate(graph, &swaps, options, Some(&base), &setup.machine)?;
         best.evaluated += 1;
-        match simulate(&rewritten.graph, &setup.machine) {
-            Ok(run) => best.offer(Outcome {
-                graph: rewritten.graph,
+        match rewritten.run {
+            Ok(run) => best.offer(Found {
+                graph: Kept::Rewrite {
+                    swaps,
+                    options: *options,
+                },
                 run,
                 tensors: rewritten.tensors,
                 bytes: rewritten.bytes,
-                met: false,
-                evaluated: 0,
                 chosen,
             }),
             Err(SimulateError::PinnedPoolExceeded { .. }) => {}
@@ -285,7 +325,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             }
             // The grid's best per serialization (index: `unserialized`), where the greedy
             // rounds of that serialization start.
-            let mut grid_best: [Option<Outcome>; 2] = [None, None];
+            let mut grid_best: [Option<Found>; 2] = [None, None];
             let mut seen = HashSet::new();
             for filter in variants {
                 let mut local = Best {
@@ -362,18 +402,16 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                 for round in rounds {
                     let start = match &grid_best[usize::from(round.unserialized)] {
                         Some(found) if best.better(&found.run, &base) => found.clone(),
-                        _ => Outcome {
-                            graph: graph.clone(),
+                        _ => Found {
+                            graph: Kept::Input,
                             run: base.clone(),
                             tensors: 0,
                             bytes: 0,
-                            met: false,
-                            evaluated: 0,
                             chosen: String::new(),
                         },
                     };
                     let from_grid = Start {
-                        graph: start.graph,
+                        graph: start.graph.build(graph, &base)?,
                         run: start.run,
                         tensors: start.tensors,
                         bytes: start.bytes,
@@ -390,9 +428,10 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             }
             if imp.retime_restores {
                 let found = best.best.clone().expect("offered above");
-                let (graph, run) = retimed(found.graph, found.run, setup, &mut best)?;
-                best.offer(Outcome {
-                    graph,
+                let kept = found.graph.build(graph, &base)?;
+                let (kept, run) = retimed(kept, found.run, setup, &mut best)?;
+                best.offer(Found {
+                    graph: Kept::Graph(kept),
                     run,
                     chosen: format!("{}, late restores", found.chosen),
                     ..found
@@ -439,7 +478,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             try_swaps(group_pairs(&chosen), &options, "all".into(), &mut best)?;
         }
     }
-    Ok(best.finish())
+    best.finish(graph, &base)
 }
 
 /// Every read of a device activation that a baseline may swap: `(value, producer,
@@ -754,13 +793,11 @@ fn iterate(
                         .checked_add(rewritten.bytes)
                         .ok_or(RewriteError::Graph(memplan_graph::GraphError::TooLarge))?;
                     done.extend(take.iter().map(|&(_, v)| v));
-                    best.offer(Outcome {
-                        graph: current.clone(),
+                    best.offer(Found {
+                        graph: Kept::Graph(current.clone()),
                         run: run.clone(),
                         tensors,
                         bytes,
-                        met: false,
-                        evaluated: 0,
                         chosen: format!(
                             "{tensors} tensors after greedy rounds{}",
                             unserialized_label(imp)
@@ -791,4 +828,156 @@ fn iterate(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::pipedream::{parse, training_step};
+    use crate::rewrite::{rewrite, Codec, SLOW_PATH};
+    use crate::simulate::{reference, Flat};
+
+    /// One layer: forward and backward ms, activation KiB, in place, skips back.
+    type Layer = (u32, u32, u32, bool, Vec<usize>);
+
+    /// A PipeDream profile of `layers` after an input (as `tests/rewrite_props.rs`).
+    fn training(layers: &[Layer]) -> Graph {
+        let mut text = String::from(
+            "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=4096.000, parameter_size=0.000\n",
+        );
+        let mut edges = String::new();
+        for (i, (fwd, bwd, size, inplace, back)) in layers.iter().enumerate() {
+            let id = i + 2;
+            let (kind, size) = if *inplace && i > 0 {
+                ("ReLU(inplace)", 1)
+            } else {
+                ("Conv2d(3, 8)", *size as u64 * 1024)
+            };
+            text.push_str(&format!(
+                "node{id} -- {kind} -- forward_compute_time={fwd}.000, backward_compute_time={bwd}.000, activation_size={size}.000, parameter_size=64.000\n"
+            ));
+            let mut preds = vec![id - 1];
+            for &b in back {
+                let p = id.saturating_sub(b + 2).max(1);
+                if !preds.contains(&p) {
+                    preds.push(p);
+                }
+            }
+            for p in preds {
+                edges.push_str(&format!("\tnode{p} -- node{id}\n"));
+            }
+        }
+        training_step(&parse(&(text + &edges), "random").unwrap())
+            .unwrap()
+            .graph
+    }
+
+    fn layers() -> impl Strategy<Value = Vec<Layer>> {
+        prop::collection::vec(
+            (
+                0u32..6,
+                0u32..10,
+                1u32..2000,
+                prop::bool::weighted(0.25),
+                prop::collection::vec(0usize..6, 0..2),
+            ),
+            1..20,
+        )
+    }
+
+    fn reductions() -> [Reduction; 3] {
+        [
+            Reduction::SWAP,
+            Reduction::compress(Codec::Fp16, true),
+            Reduction::RECOMPUTE,
+        ]
+    }
+
+    /// `plan` the old way: every candidate graph built and simulated by the simulator
+    /// as it was before [`Flat`].
+    fn plan_slow(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, PlanError> {
+        SLOW_PATH.with(|s| s.set(true));
+        let out = plan(graph, planner, setup);
+        SLOW_PATH.with(|s| s.set(false));
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// The planners choose the same rewrite, peak and step time as before (every
+        /// field of the outcome, the graph included), for each goal and reduction.
+        #[test]
+        fn plans_are_those_of_the_old_path(layers in layers(), budget in 0.2f64..0.9, link in 1u32..50, pinned in prop::option::of(1u64..100)) {
+            let graph = training(&layers);
+            let base = simulate(&graph, &Machine::link(1.0)).unwrap();
+            let mut machine = Machine::link(f64::from(link) * 100.0);
+            machine.pinned_bytes = pinned.map(|k| k * 8192);
+            for reduction in reductions() {
+                for goal in [Goal::MaxOverhead(0.05), Goal::Budget((base.peak_bytes as f64 * budget) as u64)] {
+                    for planner in [
+                        Planner::Method(Improvements::ALL),
+                        Planner::Method(Improvements::NONE),
+                        Planner::Method(Improvements { iterate: false, ..Improvements::ALL }),
+                        Planner::Lms,
+                        Planner::Everything,
+                    ] {
+                        let setup = Setup {
+                            machine,
+                            reduction,
+                            goal,
+                            th_tts_ms: None,
+                            th_size_bytes: None,
+                            max_count: None,
+                        };
+                        let new = plan(&graph, planner, &setup);
+                        let old = plan_slow(&graph, planner, &setup);
+                        prop_assert_eq!(new, old);
+                    }
+                }
+            }
+        }
+
+        /// A rewrite's flat arrays are those of the graph it builds, and the simulator
+        /// gives what the one before [`Flat`] gives, errors included.
+        #[test]
+        fn flat_rewrites_are_their_graphs(layers in layers(), pick in prop::collection::vec(any::<bool>(), 64), pinned in prop::option::of(1u64..100)) {
+            let graph = training(&layers);
+            let mut machine = Machine::link(1000.0);
+            machine.pinned_bytes = pinned.map(|k| k * 8192);
+            let base = simulate(&graph, &machine).unwrap();
+            prop_assert_eq!(Ok(base.clone()), reference::simulate(&graph, &machine));
+            let pairs: Vec<(ValueId, NodeId)> = device_reads(&graph)
+                .filter(|&(_, p, c)| c > p)
+                .map(|(v, _, c)| (v, c))
+                .enumerate()
+                .filter(|(k, _)| pick[k % pick.len()])
+                .map(|(_, pair)| pair)
+                .collect();
+            for reduction in reductions() {
+                let pairs: Vec<(ValueId, NodeId)> = pairs
+                    .iter()
+                    .copied()
+                    .filter(|&(v, _)| !reduction.recompute || recomputable(&graph, v).is_ok())
+                    .collect();
+                let swaps = group_pairs(&pairs);
+                for options in [
+                    Options::method(reduction, machine),
+                    method_options(&Setup { machine, reduction, goal: Goal::MaxOverhead(0.0), th_tts_ms: None, th_size_bytes: None, max_count: None }, Improvements::ALL),
+                    Options { prefetch: Prefetch::Levels(2), serialize_reductions: Serialize::None, ..Options::method(reduction, machine) },
+                ] {
+                    let built = rewrite(&graph, &swaps, &options).unwrap();
+                    let layout = crate::rewrite::layout_for_tests(&graph, &swaps, &options, Some(&base));
+                    prop_assert_eq!(layout.as_ref(), Some(&Flat::of(&built.graph)));
+                    let fast = rewrite_and_simulate(&graph, &swaps, &options, Some(&base), &machine).unwrap();
+                    let slow = reference::simulate(&built.graph, &machine);
+                    prop_assert_eq!(&fast.run, &slow);
+                    prop_assert_eq!(simulate(&built.graph, &machine), slow);
+                    prop_assert_eq!((fast.tensors, fast.bytes), (built.tensors, built.bytes));
+                }
+            }
+        }
+    }
 }

@@ -60,7 +60,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
 
-use crate::simulate::{is_host, simulate, Engine, Machine, SimulateError};
+use crate::simulate::{is_host, simulate, simulate_flat, Engine, Flat, Machine, SimulateError};
 
 /// Operator type of a device-to-host copy (a reduction).
 pub const SWAP_OUT: &str = "SwapOut";
@@ -438,6 +438,140 @@ pub fn rewrite_simulated(
     options: &Options,
     run: Option<&crate::simulate::Run>,
 ) -> Result<Rewritten, RewriteError> {
+    layout(graph, swaps, options, run)?.build(graph)
+}
+
+/// What a rewrite simulates to, and what it reduced.
+pub(crate) struct Simulated {
+    /// [`simulate`] of the rewritten graph on the machine given.
+    pub run: Result<crate::simulate::Run, SimulateError>,
+    pub tensors: usize,
+    pub bytes: u64,
+}
+
+/// [`rewrite_simulated`], then [`simulate`] of its graph on `machine`, without building
+/// the graph: the simulator runs on the rewrite's [`Flat`] arrays (equal to those of the
+/// graph [`rewrite_simulated`] builds; tested). When the rewrite would fail its
+/// [`check`] or the simulation fails (or a name of a new node is taken), the graph is
+/// built and simulated, so errors are the same too.
+pub(crate) fn rewrite_and_simulate(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+    machine: &Machine,
+) -> Result<Simulated, RewriteError> {
+    let layout = layout(graph, swaps, options, run)?;
+    let (tensors, bytes) = (layout.tensors, layout.bytes);
+    if !slow_path() {
+        if let Some(Ok(run)) = layout.flat(graph).map(|f| simulate_flat(&f, machine)) {
+            return Ok(Simulated {
+                run: Ok(run),
+                tensors,
+                bytes,
+            });
+        }
+    }
+    let rewritten = layout.build(graph)?;
+    Ok(Simulated {
+        run: simulate_reference(&rewritten.graph, machine),
+        tensors: rewritten.tensors,
+        bytes: rewritten.bytes,
+    })
+}
+
+#[cfg(not(test))]
+fn slow_path() -> bool {
+    false
+}
+
+#[cfg(not(test))]
+fn simulate_reference(
+    graph: &Graph,
+    machine: &Machine,
+) -> Result<crate::simulate::Run, SimulateError> {
+    simulate(graph, machine)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: [`rewrite_and_simulate`] builds every graph and simulates it with
+    /// [`crate::simulate::reference`], the code before [`Flat`] (the planners' old path).
+    pub(crate) static SLOW_PATH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn slow_path() -> bool {
+    SLOW_PATH.with(|s| s.get())
+}
+
+#[cfg(test)]
+fn simulate_reference(
+    graph: &Graph,
+    machine: &Machine,
+) -> Result<crate::simulate::Run, SimulateError> {
+    if slow_path() {
+        crate::simulate::reference::simulate(graph, machine)
+    } else {
+        simulate(graph, machine)
+    }
+}
+
+/// The new values of a rewrite, added as [`Graph::add_value`] would add them to a copy
+/// of the input graph (the same ids and errors).
+struct NewValues<'g> {
+    graph: &'g Graph,
+    names: HashSet<String>,
+    values: Vec<Value>,
+}
+
+impl NewValues<'_> {
+    fn add_value(&mut self, mut value: Value) -> Result<ValueId, GraphError> {
+        if self.graph.value_by_name(&value.name).is_some() || self.names.contains(&value.name) {
+            return Err(GraphError::DuplicateValue { name: value.name });
+        }
+        if let Some(shape) = &value.shape {
+            if memplan_graph::ir::shape_bytes(value.dtype, shape) != Some(value.bytes) {
+                return Err(GraphError::BytesMismatch {
+                    name: value.name.clone(),
+                    dtype: value.dtype,
+                    shape: shape.clone(),
+                    bytes: value.bytes,
+                });
+            }
+        }
+        let id = ValueId(
+            u32::try_from(self.graph.values().len() + self.values.len())
+                .map_err(|_| GraphError::TooLarge)?,
+        );
+        value.producer = None;
+        value.consumers.clear();
+        self.names.insert(value.name.clone());
+        self.values.push(value);
+        Ok(id)
+    }
+}
+
+/// A rewrite decided but not built: the new values, the inserted nodes by slot, the
+/// rerouted inputs and the new control edges.
+struct Layout {
+    values: Vec<Value>,
+    reductions: Vec<Vec<Insert>>,
+    restores: Vec<Vec<Insert>>,
+    reroute: HashMap<(NodeId, ValueId), ValueId>,
+    edges: Vec<(String, String)>,
+    tensors: usize,
+    bytes: u64,
+    restore_count: usize,
+}
+
+/// The rewrite of `graph` (see [`rewrite_simulated`]), up to building the graph.
+fn layout(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+) -> Result<Layout, RewriteError> {
     let given = run;
     let reduction = options.reduction;
     if !reduction.is_valid() {
@@ -541,21 +675,17 @@ pub fn rewrite_simulated(
         .largest_output
         .then(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()));
 
-    // Room for the graph and, per request, a few nodes and values per reader.
-    let inserted: usize = requests.iter().map(|(_, _, r)| 2 + 2 * r.len()).sum();
-    let mut new_graph = Graph::with_capacity(
-        graph.name.clone(),
-        n + inserted,
-        graph.values().len() + inserted,
-    );
-    for value in graph.values() {
-        new_graph.add_value(value.clone())?;
-    }
-    let add = |g: &mut Graph, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
-        let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
-        value.shape = shape;
-        g.add_value(value)
+    let mut new_graph = NewValues {
+        graph,
+        names: HashSet::new(),
+        values: Vec::new(),
     };
+    let add =
+        |g: &mut NewValues, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
+            let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
+            value.shape = shape;
+            g.add_value(value)
+        };
     // Inserted nodes by slot: slot s runs after original node s - 1 (slot 0 first).
     let mut reductions: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
     let mut restores: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
@@ -810,69 +940,251 @@ pub fn rewrite_simulated(
         }
     }
 
-    // Emit the nodes: slot 0, then each original node followed by its slot.
-    let mut node_map = Vec::with_capacity(n);
-    let emit = |g: &mut Graph,
-                slot: usize,
-                reductions: &mut Vec<Vec<Insert>>,
-                restores: &mut Vec<Vec<Insert>>|
-     -> Result<(), GraphError> {
-        // Copies back before decompressions: a moved copy may share its reader's slot.
-        let mut restored = std::mem::take(&mut restores[slot]);
-        restored.sort_by_key(|insert| insert.op != SWAP_IN);
-        for insert in std::mem::take(&mut reductions[slot])
-            .into_iter()
-            .chain(restored)
-        {
-            let id = g.add_node(
-                insert.name,
-                insert.op,
-                insert.inputs,
-                insert.outputs,
-                insert.attributes,
-            )?;
-            g.set_latency(id, Some(insert.ms));
-        }
-        Ok(())
-    };
-    emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
-    for (i, node) in graph.nodes().iter().enumerate() {
-        let me = NodeId(i as u32);
-        let inputs = node
-            .inputs
-            .iter()
-            .map(|input| input.map(|v| reroute.get(&(me, v)).copied().unwrap_or(v)))
-            .collect();
-        let id = new_graph.add_node(
-            node.name.clone(),
-            node.op_type.clone(),
-            inputs,
-            node.outputs.clone(),
-            node.attributes.clone(),
-        )?;
-        new_graph.set_latency(id, node.latency_ms);
-        new_graph.set_domain(id, node.domain.clone());
-        node_map.push(id);
-        emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
-    }
-    new_graph.set_inputs(graph.inputs().to_vec())?;
-    new_graph.set_outputs(graph.outputs().to_vec())?;
-    for &(from, to) in graph.control_edges() {
-        new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
-    }
-    for (from, to) in edges {
-        let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
-        let (a, b) = (id(&from), id(&to));
-        new_graph.add_control_edge(a, b)?;
-    }
-    check(&new_graph)?;
-    Ok(Rewritten {
-        graph: new_graph,
+    Ok(Layout {
+        values: new_graph.values,
+        reductions,
+        restores,
+        reroute,
+        edges,
         tensors: requests.len(),
         bytes: bytes_total,
-        restores: restore_count,
-        node_map,
+        restore_count,
     })
+}
+
+impl Layout {
+    /// The rewritten graph.
+    fn build(self, graph: &Graph) -> Result<Rewritten, RewriteError> {
+        let Layout {
+            values,
+            mut reductions,
+            mut restores,
+            reroute,
+            edges,
+            tensors,
+            bytes,
+            restore_count,
+        } = self;
+        let n = graph.nodes().len();
+        let inserted: usize = reductions.iter().chain(&restores).map(Vec::len).sum();
+        let mut new_graph = Graph::with_capacity(
+            graph.name.clone(),
+            n + inserted,
+            graph.values().len() + values.len(),
+        );
+        for value in graph.values().iter().chain(&values) {
+            new_graph.add_value(value.clone())?;
+        }
+        // Emit the nodes: slot 0, then each original node followed by its slot.
+        let mut node_map = Vec::with_capacity(n);
+        let emit = |g: &mut Graph,
+                    slot: usize,
+                    reductions: &mut Vec<Vec<Insert>>,
+                    restores: &mut Vec<Vec<Insert>>|
+         -> Result<(), GraphError> {
+            // Copies back before decompressions: a moved copy may share its reader's slot.
+            let mut restored = std::mem::take(&mut restores[slot]);
+            restored.sort_by_key(|insert| insert.op != SWAP_IN);
+            for insert in std::mem::take(&mut reductions[slot])
+                .into_iter()
+                .chain(restored)
+            {
+                let id = g.add_node(
+                    insert.name,
+                    insert.op,
+                    insert.inputs,
+                    insert.outputs,
+                    insert.attributes,
+                )?;
+                g.set_latency(id, Some(insert.ms));
+            }
+            Ok(())
+        };
+        emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
+        for (i, node) in graph.nodes().iter().enumerate() {
+            let me = NodeId(i as u32);
+            let inputs = node
+                .inputs
+                .iter()
+                .map(|input| input.map(|v| reroute.get(&(me, v)).copied().unwrap_or(v)))
+                .collect();
+            let id = new_graph.add_node(
+                node.name.clone(),
+                node.op_type.clone(),
+                inputs,
+                node.outputs.clone(),
+                node.attributes.clone(),
+            )?;
+            new_graph.set_latency(id, node.latency_ms);
+            new_graph.set_domain(id, node.domain.clone());
+            node_map.push(id);
+            emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
+        }
+        new_graph.set_inputs(graph.inputs().to_vec())?;
+        new_graph.set_outputs(graph.outputs().to_vec())?;
+        for &(from, to) in graph.control_edges() {
+            new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
+        }
+        for (from, to) in edges {
+            let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
+            let (a, b) = (id(&from), id(&to));
+            new_graph.add_control_edge(a, b)?;
+        }
+        check(&new_graph)?;
+        Ok(Rewritten {
+            graph: new_graph,
+            tensors,
+            bytes,
+            restores: restore_count,
+            node_map,
+        })
+    }
+
+    /// The [`Flat`] arrays of the graph [`Layout::build`] would build; `None` when that
+    /// graph would not pass [`check`] or a new node's name is taken (build it for the
+    /// error).
+    fn flat(&self, graph: &Graph) -> Option<Flat> {
+        let n = graph.nodes().len();
+        let base_values = graph.values().len();
+        let inserted: usize = self
+            .reductions
+            .iter()
+            .chain(&self.restores)
+            .map(Vec::len)
+            .sum();
+        let total = n + inserted;
+        let mut flat = Flat {
+            engine: Vec::with_capacity(total),
+            recompute: Vec::with_capacity(total),
+            latency: Vec::with_capacity(total),
+            input_start: Vec::with_capacity(total + 1),
+            ..Flat::default()
+        };
+        flat.input_start.push(0);
+        let values = base_values + self.values.len();
+        let mut producer: Vec<Option<NodeId>> = vec![None; values];
+        // Per new node: whether it writes a host value, reads one, and its queue.
+        let mut writes_ok = true;
+        let mut names: HashMap<&str, NodeId> = HashMap::with_capacity(inserted);
+        let mut node_map = Vec::with_capacity(n);
+        let mut rerouted = vec![false; n];
+        for &(reader, _) in self.reroute.keys() {
+            rerouted[reader.index()] = true;
+        }
+        let kind = |v: ValueId| {
+            if v.index() < base_values {
+                graph.value(v).kind
+            } else {
+                self.values[v.index() - base_values].kind
+            }
+        };
+        let mut emit = |flat: &mut Flat,
+                        producer: &mut Vec<Option<NodeId>>,
+                        writes_ok: &mut bool,
+                        slot: usize|
+         -> bool {
+            let restored = self.restores[slot].iter();
+            let copies = restored.clone().filter(|i| i.op == SWAP_IN);
+            let others = restored.filter(|i| i.op != SWAP_IN);
+            for insert in self.reductions[slot].iter().chain(copies).chain(others) {
+                let id = NodeId(flat.engine.len() as u32);
+                if graph.node_by_name(&insert.name).is_some()
+                    || names.insert(&insert.name, id).is_some()
+                {
+                    return false;
+                }
+                for &o in &insert.outputs {
+                    producer[o.index()] = Some(id);
+                    *writes_ok &= (kind(o) == ValueKind::Host) == (insert.op == SWAP_OUT);
+                }
+                flat.push_node(
+                    Engine::of(insert.op),
+                    insert.op == RECOMPUTE,
+                    Some(insert.ms),
+                    insert.inputs.iter().flatten().copied(),
+                );
+            }
+            true
+        };
+        if !emit(&mut flat, &mut producer, &mut writes_ok, 0) {
+            return None;
+        }
+        for (i, node) in graph.nodes().iter().enumerate() {
+            let me = NodeId(i as u32);
+            let id = NodeId(flat.engine.len() as u32);
+            for &o in &node.outputs {
+                producer[o.index()] = Some(id);
+                writes_ok &= (kind(o) == ValueKind::Host) == (node.op_type == SWAP_OUT);
+            }
+            let inputs = node.inputs.iter().flatten().map(|&v| {
+                if rerouted[i] {
+                    self.reroute.get(&(me, v)).copied().unwrap_or(v)
+                } else {
+                    v
+                }
+            });
+            flat.push_node(
+                Engine::of(&node.op_type),
+                node.op_type == RECOMPUTE,
+                node.latency_ms,
+                inputs,
+            );
+            node_map.push(id);
+            if !emit(&mut flat, &mut producer, &mut writes_ok, i + 1) {
+                return None;
+            }
+        }
+        if !writes_ok {
+            return None;
+        }
+        flat.kind = graph
+            .values()
+            .iter()
+            .chain(&self.values)
+            .map(|v| v.kind)
+            .collect();
+        flat.bytes = graph
+            .values()
+            .iter()
+            .chain(&self.values)
+            .map(|v| v.bytes)
+            .collect();
+        flat.output = vec![false; values];
+        for &o in graph.outputs() {
+            flat.output[o.index()] = true;
+        }
+        flat.producer = producer;
+        // [`check`]: data predecessors first, host values read by copies back only.
+        for j in 0..flat.engine.len() {
+            for &v in &flat.inputs[flat.input_start[j]..flat.input_start[j + 1]] {
+                if flat.producer[v.index()].is_some_and(|p| p.index() >= j) {
+                    return None;
+                }
+                if flat.kind[v.index()] == ValueKind::Host && flat.engine[j] != Engine::HostToDevice
+                {
+                    return None;
+                }
+            }
+        }
+        flat.control = Vec::with_capacity(graph.control_edges().len() + self.edges.len());
+        for &(from, to) in graph.control_edges() {
+            flat.control
+                .push((node_map[from.index()], node_map[to.index()]));
+        }
+        let resolve = |name: &str| {
+            names
+                .get(name)
+                .copied()
+                .or_else(|| graph.node_by_name(name).map(|i| node_map[i.index()]))
+        };
+        for (from, to) in &self.edges {
+            flat.control.push((resolve(from)?, resolve(to)?));
+        }
+        if flat.control.iter().any(|&(from, to)| from >= to) {
+            return None;
+        }
+        Some(flat)
+    }
 }
 
 /// Whether `value` can be deleted and recomputed ([`Reduction::RECOMPUTE`]): its producer
@@ -1743,4 +2055,15 @@ mod tests {
             .unwrap();
         assert!(matches!(check(&bad), Err(RewriteError::HostRead { .. })));
     }
+}
+
+/// Tests: the [`Flat`] arrays of a rewrite, without building it.
+#[cfg(test)]
+pub(crate) fn layout_for_tests(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+) -> Option<Flat> {
+    layout(graph, swaps, options, run).ok()?.flat(graph)
 }
