@@ -37,12 +37,14 @@
 //! planner's reductions.
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_and_simulate,
-    rewrite_simulated, Options, Prefetch, Reduction, RewriteError, Serialize, Swap,
+    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_and_simulate_prepared,
+    rewrite_prepared, rewrite_simulated, Options, Prefetch, Prepared, Reduction, RewriteError,
+    Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -164,7 +166,12 @@ pub enum PlanError {
 enum Kept {
     Input,
     Graph(Graph),
-    Rewrite { swaps: Vec<Swap>, options: Options },
+    /// A graph the greedy rounds go on from.
+    Shared(Rc<Graph>),
+    Rewrite {
+        swaps: Vec<Swap>,
+        options: Options,
+    },
 }
 
 impl Kept {
@@ -174,6 +181,7 @@ impl Kept {
         Ok(match self {
             Kept::Input => input.clone(),
             Kept::Graph(graph) => graph,
+            Kept::Shared(graph) => Rc::try_unwrap(graph).unwrap_or_else(|g| (*g).clone()),
             Kept::Rewrite { swaps, options } => {
                 rewrite_simulated(input, &swaps, &options, Some(base))?.graph
             }
@@ -264,13 +272,15 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         bytes: 0,
         chosen: "no swap".into(),
     });
+    // What every rewrite of `graph` reads of it, computed once.
+    let prepared = Prepared::new(graph, Some(&base));
     let try_swaps = |swaps: Vec<Swap>, options: &Options, chosen: String, best: &mut Best| {
         if swaps.is_empty() {
             return Ok::<(), PlanError>(());
         }
         // `base` is `graph`'s simulation: the rewrite need not simulate it again. The
         // rewritten graph is built only if it is kept.
-        let rewritten = rewrite_and_simulate(graph, &swaps, options, Some(&base), &setup.machine)?;
+        let rewritten = rewrite_and_simulate_prepared(&swaps, options, &prepared, &setup.machine)?;
         best.evaluated += 1;
         match rewritten.run {
             Ok(run) => best.offer(Found {
@@ -697,11 +707,12 @@ fn iterate(
 ) -> Result<(), PlanError> {
     let options = method_options(setup, imp);
     let Start {
-        graph: mut current,
+        graph: current,
         mut run,
         mut tensors,
         mut bytes,
     } = start;
+    let mut current = Rc::new(current);
     let mut done: HashSet<ValueId> = HashSet::new();
     // Tensors tried at once: doubled after a batch that helps, halved after one that
     // does not (so a long run of helpful tensors takes O(log n) rewrites, not n). Graphs
@@ -757,64 +768,99 @@ fn iterate(
             // tried again).
             let mut at = 0;
             let mut size = batch;
-            while at < order.len() {
-                let take = &order[at..(at + size).min(order.len())];
-                let swaps: Vec<Swap> = take
-                    .iter()
-                    .map(|&(_, value)| Swap {
-                        value,
-                        readers: by_value[&value].clone(),
-                    })
-                    .collect();
-                // `run` is `current`'s simulation.
-                let rewritten = rewrite_simulated(&current, &swaps, &options, Some(&run))?;
-                best.evaluated += 1;
-                let helped = match simulate(&rewritten.graph, &setup.machine) {
-                    Ok(next) => {
-                        let (next_graph, next) = if imp.retime_restores {
-                            retimed(rewritten.graph, next, setup, best)?
-                        } else {
-                            (rewritten.graph, next)
-                        };
-                        let within = budget.is_some() || best.feasible(&next);
+            // The first batch that helps: its graph, run, tensor count, bytes and tensors.
+            let mut accepted: Option<(Graph, Run, u64, Vec<ValueId>)> = None;
+            {
+                // `run` is `current`'s simulation; what the rewrites read of both.
+                let prepared = Prepared::new(&current, Some(&run));
+                while at < order.len() {
+                    let take = &order[at..(at + size).min(order.len())];
+                    let swaps: Vec<Swap> = take
+                        .iter()
+                        .map(|&(_, value)| Swap {
+                            value,
+                            readers: by_value[&value].clone(),
+                        })
+                        .collect();
+                    let better = |next: &Run, best: &Best| {
+                        let within = budget.is_some() || best.feasible(next);
                         let lower = next.peak_bytes < run.peak_bytes
                             || (next.peak_bytes == run.peak_bytes
                                 && next.peak_at_ms != run.peak_at_ms);
-                        (lower && within).then_some((next_graph, next))
+                        lower && within
+                    };
+                    // Late restores need the graph; otherwise it is built only if kept.
+                    let helped = if imp.retime_restores {
+                        let rewritten = rewrite_prepared(&swaps, &options, &prepared)?;
+                        best.evaluated += 1;
+                        match simulate(&rewritten.graph, &setup.machine) {
+                            Ok(next) => {
+                                let (next_graph, next) =
+                                    retimed(rewritten.graph, next, setup, best)?;
+                                better(&next, best).then_some((
+                                    Some(next_graph),
+                                    next,
+                                    rewritten.bytes,
+                                ))
+                            }
+                            Err(SimulateError::PinnedPoolExceeded { .. }) => None,
+                            Err(e) => return Err(e.into()),
+                        }
+                    } else {
+                        let simulated = rewrite_and_simulate_prepared(
+                            &swaps,
+                            &options,
+                            &prepared,
+                            &setup.machine,
+                        )?;
+                        best.evaluated += 1;
+                        match simulated.run {
+                            Ok(next) => {
+                                better(&next, best).then_some((None, next, simulated.bytes))
+                            }
+                            Err(SimulateError::PinnedPoolExceeded { .. }) => None,
+                            Err(e) => return Err(e.into()),
+                        }
+                    };
+                    if let Some((next_graph, next, added)) = helped {
+                        let next_graph = match next_graph {
+                            Some(g) => g,
+                            None => rewrite_prepared(&swaps, &options, &prepared)?.graph,
+                        };
+                        let values = take.iter().map(|&(_, v)| v).collect();
+                        accepted = Some((next_graph, next, added, values));
+                        break;
                     }
-                    Err(SimulateError::PinnedPoolExceeded { .. }) => None,
-                    Err(e) => return Err(e.into()),
-                };
-                if let Some((next_graph, next)) = helped {
-                    current = next_graph;
-                    run = next;
-                    tensors += take.len();
-                    bytes = bytes
-                        .checked_add(rewritten.bytes)
-                        .ok_or(RewriteError::Graph(memplan_graph::GraphError::TooLarge))?;
-                    done.extend(take.iter().map(|&(_, v)| v));
-                    best.offer(Found {
-                        graph: Kept::Graph(current.clone()),
-                        run: run.clone(),
-                        tensors,
-                        bytes,
-                        chosen: format!(
-                            "{tensors} tensors after greedy rounds{}",
-                            unserialized_label(imp)
-                        ),
-                    });
-                    stepped = true;
-                    if batched {
-                        batch = (2 * take.len()).min(MAX_BATCH);
+                    if take.len() > 1 {
+                        size = take.len() / 2;
+                    } else {
+                        done.insert(take[0].1);
+                        at += 1;
                     }
-                    break;
                 }
-                if take.len() > 1 {
-                    size = take.len() / 2;
-                } else {
-                    done.insert(take[0].1);
-                    at += 1;
+            }
+            if let Some((next_graph, next, added, values)) = accepted {
+                current = Rc::new(next_graph);
+                run = next;
+                tensors += values.len();
+                bytes = bytes
+                    .checked_add(added)
+                    .ok_or(RewriteError::Graph(memplan_graph::GraphError::TooLarge))?;
+                if batched {
+                    batch = (2 * values.len()).min(MAX_BATCH);
                 }
+                done.extend(values);
+                best.offer(Found {
+                    graph: Kept::Shared(Rc::clone(&current)),
+                    run: run.clone(),
+                    tensors,
+                    bytes,
+                    chosen: format!(
+                        "{tensors} tensors after greedy rounds{}",
+                        unserialized_label(imp)
+                    ),
+                });
+                stepped = true;
             }
             if !stepped {
                 batch = 1;
@@ -836,7 +882,7 @@ mod tests {
 
     use super::*;
     use crate::pipedream::{parse, training_step};
-    use crate::rewrite::{rewrite, Codec, SLOW_PATH};
+    use crate::rewrite::{rewrite, rewrite_and_simulate, Codec, SLOW_PATH};
     use crate::simulate::{reference, Flat};
 
     /// One layer: forward and backward ms, activation KiB, in place, skips back.

@@ -56,6 +56,7 @@
 //! re-time, choose again) is [`rewrite`] on its own output: host values are never
 //! candidates again ([`crate::select`] skips them).
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
@@ -438,7 +439,87 @@ pub fn rewrite_simulated(
     options: &Options,
     run: Option<&crate::simulate::Run>,
 ) -> Result<Rewritten, RewriteError> {
-    layout(graph, swaps, options, run)?.build(graph)
+    layout(graph, swaps, options, &Prepared::new(graph, run))?.build(graph)
+}
+
+/// [`rewrite_simulated`] of `prepared`'s graph and run.
+pub(crate) fn rewrite_prepared(
+    swaps: &[Swap],
+    options: &Options,
+    prepared: &Prepared,
+) -> Result<Rewritten, RewriteError> {
+    layout(prepared.graph, swaps, options, prepared)?.build(prepared.graph)
+}
+
+/// What rewrites read of their input graph (and its simulation, if given), computed
+/// once for the many rewrites of one graph in a search.
+pub(crate) struct Prepared<'a> {
+    graph: &'a Graph,
+    run: Option<&'a crate::simulate::Run>,
+    /// Per node: whether it runs on the compute stream.
+    compute: Vec<bool>,
+    /// The compute-stream positions.
+    compute_at: Vec<usize>,
+    /// Per node: its output bytes on the device (the p/q rule).
+    out_bytes: OnceCell<Result<Vec<u64>, GraphError>>,
+    widest: OnceCell<RangeMax<(u64, usize)>>,
+    queues: OnceCell<Queues>,
+    levels: OnceCell<Vec<usize>>,
+    /// The graph's [`Flat`], and whether its nodes' outputs pass [`check`]'s host rule.
+    flat: OnceCell<(Flat, bool)>,
+}
+
+impl<'a> Prepared<'a> {
+    /// For rewrites of `graph`, simulated as `run` when given.
+    pub(crate) fn new(graph: &'a Graph, run: Option<&'a crate::simulate::Run>) -> Prepared<'a> {
+        let compute: Vec<bool> = graph
+            .nodes()
+            .iter()
+            .map(|node| Engine::of(&node.op_type) == Engine::Compute)
+            .collect();
+        let compute_at = (0..compute.len()).filter(|&i| compute[i]).collect();
+        Prepared {
+            graph,
+            run,
+            compute,
+            compute_at,
+            out_bytes: OnceCell::new(),
+            widest: OnceCell::new(),
+            queues: OnceCell::new(),
+            levels: OnceCell::new(),
+            flat: OnceCell::new(),
+        }
+    }
+
+    fn out_bytes(&self) -> Result<&[u64], GraphError> {
+        let graph = self.graph;
+        let bytes = self.out_bytes.get_or_init(|| {
+            graph
+                .nodes()
+                .iter()
+                .map(|node| {
+                    node.outputs
+                        .iter()
+                        .filter(|&&o| graph.value(o).is_activation())
+                        .try_fold(0u64, |sum, &o| sum.checked_add(graph.value(o).bytes))
+                        .ok_or(GraphError::TooLarge)
+                })
+                .collect()
+        });
+        bytes.as_deref().map_err(Clone::clone)
+    }
+
+    fn flat(&self) -> &(Flat, bool) {
+        self.flat.get_or_init(|| {
+            let graph = self.graph;
+            let writes_ok = graph.nodes().iter().all(|node| {
+                node.outputs
+                    .iter()
+                    .all(|&o| is_host(graph, o) == (node.op_type == SWAP_OUT))
+            });
+            (Flat::of(graph), writes_ok)
+        })
+    }
 }
 
 /// What a rewrite simulates to, and what it reduced.
@@ -449,11 +530,8 @@ pub(crate) struct Simulated {
     pub bytes: u64,
 }
 
-/// [`rewrite_simulated`], then [`simulate`] of its graph on `machine`, without building
-/// the graph: the simulator runs on the rewrite's [`Flat`] arrays (equal to those of the
-/// graph [`rewrite_simulated`] builds; tested). When the rewrite would fail its
-/// [`check`] or the simulation fails (or a name of a new node is taken), the graph is
-/// built and simulated, so errors are the same too.
+/// Tests: [`rewrite_and_simulate_prepared`] of `graph` simulated as `run`.
+#[cfg(test)]
 pub(crate) fn rewrite_and_simulate(
     graph: &Graph,
     swaps: &[Swap],
@@ -461,10 +539,28 @@ pub(crate) fn rewrite_and_simulate(
     run: Option<&crate::simulate::Run>,
     machine: &Machine,
 ) -> Result<Simulated, RewriteError> {
-    let layout = layout(graph, swaps, options, run)?;
+    rewrite_and_simulate_prepared(swaps, options, &Prepared::new(graph, run), machine)
+}
+
+/// [`rewrite_simulated`] of `prepared`'s graph and run, then [`simulate`] of the result
+/// on `machine`, without building the graph: the simulator runs on the rewrite's
+/// [`Flat`] arrays (equal to those of the graph [`rewrite_simulated`] builds; tested).
+/// When the rewrite would fail its [`check`] or the simulation fails (or a name of a new
+/// node is taken), the graph is built and simulated, so errors are the same too.
+pub(crate) fn rewrite_and_simulate_prepared(
+    swaps: &[Swap],
+    options: &Options,
+    prepared: &Prepared,
+    machine: &Machine,
+) -> Result<Simulated, RewriteError> {
+    let graph = prepared.graph;
+    let layout = layout(graph, swaps, options, prepared)?;
     let (tensors, bytes) = (layout.tensors, layout.bytes);
     if !slow_path() {
-        if let Some(Ok(run)) = layout.flat(graph).map(|f| simulate_flat(&f, machine)) {
+        if let Some(Ok(run)) = layout
+            .flat(graph, prepared)
+            .map(|f| simulate_flat(&f, machine))
+        {
             return Ok(Simulated {
                 run: Ok(run),
                 tensors,
@@ -495,7 +591,7 @@ fn simulate_reference(
 
 #[cfg(test)]
 thread_local! {
-    /// Tests: [`rewrite_and_simulate`] builds every graph and simulates it with
+    /// Tests: [`rewrite_and_simulate_prepared`] builds every graph and simulates it with
     /// [`crate::simulate::reference`], the code before [`Flat`] (the planners' old path).
     pub(crate) static SLOW_PATH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -570,20 +666,16 @@ fn layout(
     graph: &Graph,
     swaps: &[Swap],
     options: &Options,
-    run: Option<&crate::simulate::Run>,
+    prepared: &Prepared,
 ) -> Result<Layout, RewriteError> {
-    let given = run;
+    let given = prepared.run;
     let reduction = options.reduction;
     if !reduction.is_valid() {
         return Err(RewriteError::EmptyReduction);
     }
     let n = graph.nodes().len();
     let machine = &options.machine;
-    let compute: Vec<bool> = graph
-        .nodes()
-        .iter()
-        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
-        .collect();
+    let compute = &prepared.compute;
     // Validate the requests.
     let mut seen = HashSet::new();
     let mut requests = Vec::with_capacity(swaps.len());
@@ -637,30 +729,32 @@ fn layout(
         },
         _ => None,
     };
-    let queues = run
-        .as_ref()
-        .map(|r| Queues::new(graph, r))
-        .unwrap_or_default();
+    // The copy queues of the run (kept with `prepared` when it is the one given).
+    let fresh;
+    let queues: &Queues = match &run {
+        Some(std::borrow::Cow::Borrowed(r)) => {
+            prepared.queues.get_or_init(|| Queues::new(graph, r))
+        }
+        Some(std::borrow::Cow::Owned(r)) => {
+            fresh = Queues::new(graph, r);
+            &fresh
+        }
+        None => {
+            fresh = Queues::default();
+            &fresh
+        }
+    };
+    let no_levels = Vec::new();
     let levels = match options.prefetch {
-        Prefetch::Levels(_) => levels(graph),
-        _ => Vec::new(),
+        Prefetch::Levels(_) => prepared.levels.get_or_init(|| levels(graph)),
+        _ => &no_levels,
     };
 
     // The p/q rule: each node's output bytes on the device.
-    let out_bytes: Vec<u64> = if options.largest_output {
-        graph
-            .nodes()
-            .iter()
-            .map(|node| {
-                node.outputs
-                    .iter()
-                    .filter(|&&o| graph.value(o).is_activation())
-                    .try_fold(0u64, |sum, &o| sum.checked_add(graph.value(o).bytes))
-                    .ok_or(GraphError::TooLarge)
-            })
-            .collect::<Result<_, _>>()?
+    let out_bytes: &[u64] = if options.largest_output {
+        prepared.out_bytes()?
     } else {
-        Vec::new()
+        &[]
     };
     // Among `nodes` (in any order), the one with the largest output; ties: the latest.
     let largest = |nodes: &mut dyn Iterator<Item = usize>| {
@@ -668,12 +762,13 @@ fn layout(
     };
     // Compute-stream positions, for searches by simulated time (their starts and
     // finishes grow along the order: the stream is in-order).
-    let compute_at: Vec<usize> = (0..n).filter(|&i| compute[i]).collect();
-    // The first compute position at or after each position (n: none).
+    let compute_at = &prepared.compute_at;
     // The p/q rule over ranges of compute nodes, in O(1) per query.
-    let widest = options
-        .largest_output
-        .then(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()));
+    let widest = options.largest_output.then(|| {
+        prepared
+            .widest
+            .get_or_init(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()))
+    });
 
     let mut new_graph = NewValues {
         graph,
@@ -698,7 +793,7 @@ fn layout(
     let mut bytes_total = 0u64;
     let mut restore_count = 0usize;
     for (value, producer, readers) in &requests {
-        let v = graph.value(*value).clone();
+        let v = graph.value(*value);
         bytes_total = bytes_total
             .checked_add(v.bytes)
             .ok_or(GraphError::TooLarge)?;
@@ -1043,7 +1138,11 @@ impl Layout {
     /// The [`Flat`] arrays of the graph [`Layout::build`] would build; `None` when that
     /// graph would not pass [`check`] or a new node's name is taken (build it for the
     /// error).
-    fn flat(&self, graph: &Graph) -> Option<Flat> {
+    fn flat(&self, graph: &Graph, prepared: &Prepared) -> Option<Flat> {
+        let (base, base_writes_ok) = prepared.flat();
+        if !base_writes_ok {
+            return None;
+        }
         let n = graph.nodes().len();
         let base_values = graph.values().len();
         let inserted: usize = self
@@ -1058,12 +1157,13 @@ impl Layout {
             recompute: Vec::with_capacity(total),
             latency: Vec::with_capacity(total),
             input_start: Vec::with_capacity(total + 1),
+            inputs: Vec::with_capacity(base.inputs.len() + 2 * inserted),
             ..Flat::default()
         };
         flat.input_start.push(0);
         let values = base_values + self.values.len();
         let mut producer: Vec<Option<NodeId>> = vec![None; values];
-        // Per new node: whether it writes a host value, reads one, and its queue.
+        // Whether the new nodes' outputs pass [`check`]'s host rule.
         let mut writes_ok = true;
         let mut names: HashMap<&str, NodeId> = HashMap::with_capacity(inserted);
         let mut node_map = Vec::with_capacity(n);
@@ -1073,7 +1173,7 @@ impl Layout {
         }
         let kind = |v: ValueId| {
             if v.index() < base_values {
-                graph.value(v).kind
+                base.kind[v.index()]
             } else {
                 self.values[v.index() - base_values].kind
             }
@@ -1109,26 +1209,27 @@ impl Layout {
         if !emit(&mut flat, &mut producer, &mut writes_ok, 0) {
             return None;
         }
-        for (i, node) in graph.nodes().iter().enumerate() {
-            let me = NodeId(i as u32);
+        for (i, &moved) in rerouted.iter().enumerate() {
             let id = NodeId(flat.engine.len() as u32);
-            for &o in &node.outputs {
-                producer[o.index()] = Some(id);
-                writes_ok &= (kind(o) == ValueKind::Host) == (node.op_type == SWAP_OUT);
+            let inputs = &base.inputs[base.input_start[i]..base.input_start[i + 1]];
+            if moved {
+                let me = NodeId(i as u32);
+                flat.push_node(
+                    base.engine[i],
+                    base.recompute[i],
+                    base.latency[i],
+                    inputs
+                        .iter()
+                        .map(|&v| self.reroute.get(&(me, v)).copied().unwrap_or(v)),
+                );
+            } else {
+                flat.push_node(
+                    base.engine[i],
+                    base.recompute[i],
+                    base.latency[i],
+                    inputs.iter().copied(),
+                );
             }
-            let inputs = node.inputs.iter().flatten().map(|&v| {
-                if rerouted[i] {
-                    self.reroute.get(&(me, v)).copied().unwrap_or(v)
-                } else {
-                    v
-                }
-            });
-            flat.push_node(
-                Engine::of(&node.op_type),
-                node.op_type == RECOMPUTE,
-                node.latency_ms,
-                inputs,
-            );
             node_map.push(id);
             if !emit(&mut flat, &mut producer, &mut writes_ok, i + 1) {
                 return None;
@@ -1137,22 +1238,16 @@ impl Layout {
         if !writes_ok {
             return None;
         }
-        flat.kind = graph
-            .values()
-            .iter()
-            .chain(&self.values)
-            .map(|v| v.kind)
-            .collect();
-        flat.bytes = graph
-            .values()
-            .iter()
-            .chain(&self.values)
-            .map(|v| v.bytes)
-            .collect();
-        flat.output = vec![false; values];
-        for &o in graph.outputs() {
-            flat.output[o.index()] = true;
+        // Original values keep their producers, renumbered; new ones got theirs above.
+        for (k, p) in base.producer.iter().enumerate() {
+            producer[k] = p.map(|p| node_map[p.index()]);
         }
+        flat.kind = base.kind.clone();
+        flat.kind.extend(self.values.iter().map(|v| v.kind));
+        flat.bytes = base.bytes.clone();
+        flat.bytes.extend(self.values.iter().map(|v| v.bytes));
+        flat.output = base.output.clone();
+        flat.output.resize(values, false);
         flat.producer = producer;
         // [`check`]: data predecessors first, host values read by copies back only.
         for j in 0..flat.engine.len() {
@@ -1166,8 +1261,8 @@ impl Layout {
                 }
             }
         }
-        flat.control = Vec::with_capacity(graph.control_edges().len() + self.edges.len());
-        for &(from, to) in graph.control_edges() {
+        flat.control = Vec::with_capacity(base.control.len() + self.edges.len());
+        for &(from, to) in &base.control {
             flat.control
                 .push((node_map[from.index()], node_map[to.index()]));
         }
@@ -1411,6 +1506,20 @@ pub fn retime_restores_simulated(
     }
     check(&out)?;
     Ok(out)
+}
+
+/// Tests: the [`Flat`] arrays of a rewrite, without building it.
+#[cfg(test)]
+pub(crate) fn layout_for_tests(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+) -> Option<Flat> {
+    let prepared = Prepared::new(graph, run);
+    layout(graph, swaps, options, &prepared)
+        .ok()?
+        .flat(graph, &prepared)
 }
 
 #[cfg(test)]
@@ -2055,15 +2164,4 @@ mod tests {
             .unwrap();
         assert!(matches!(check(&bad), Err(RewriteError::HostRead { .. })));
     }
-}
-
-/// Tests: the [`Flat`] arrays of a rewrite, without building it.
-#[cfg(test)]
-pub(crate) fn layout_for_tests(
-    graph: &Graph,
-    swaps: &[Swap],
-    options: &Options,
-    run: Option<&crate::simulate::Run>,
-) -> Option<Flat> {
-    layout(graph, swaps, options, run).ok()?.flat(graph)
 }

@@ -498,7 +498,7 @@ pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatErro
         }
     };
     let mut events = Vec::new();
-    for k in 0..f.kind.len() {
+    for (k, &last_reader) in last.iter().enumerate() {
         let id = ValueId(k as u32);
         let kind = f.kind[k];
         if !matches!(
@@ -527,7 +527,7 @@ pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatErro
         if f.output[k] {
             continue;
         }
-        match (last[k], f.producer[k]) {
+        match (last_reader, f.producer[k]) {
             (Some(c), _) => events.push(end_event(c, id)),
             (None, Some(p)) => events.push(end_event(p, id)),
             (None, None) => events.push(Event {
