@@ -258,6 +258,16 @@ impl Best {
 
 /// Runs `planner` on `graph` (a training step with latencies, in topological order).
 pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, PlanError> {
+    // Copy and codec times of any tensor finite (and at most a year), so that every
+    // simulated step is; the error names the flag.
+    let largest = graph
+        .values()
+        .iter()
+        .filter(|v| v.is_activation())
+        .map(|v| v.bytes)
+        .max()
+        .unwrap_or(0);
+    setup.machine.validate(largest)?;
     let base = simulate(graph, &setup.machine)?;
     let mut best = Best {
         goal: setup.goal,
@@ -948,6 +958,78 @@ mod tests {
         let out = plan(graph, planner, setup);
         SLOW_PATH.with(|s| s.set(false));
         out
+    }
+
+    /// Copy and codec settings that make a simulated step infinite are errors naming
+    /// the flag (issue #18: `--copy-latency 1e308` printed "inf ms").
+    #[test]
+    fn non_finite_step_times_are_errors_naming_the_flag() {
+        let text = include_str!("../tests/data/alexnet.graph.txt");
+        let graph = training_step(&parse(text, "alexnet").unwrap())
+            .unwrap()
+            .graph;
+        let setup = |machine: Machine| Setup {
+            machine,
+            reduction: Reduction::SWAP,
+            goal: Goal::Budget(1),
+            th_tts_ms: None,
+            th_size_bytes: None,
+            max_count: None,
+        };
+        let fine = Machine::link(12e6);
+        let cases = [
+            (
+                Machine {
+                    copy_latency_ms: 1e308,
+                    ..fine
+                },
+                "--copy-latency 1e308 makes",
+            ),
+            (
+                Machine {
+                    copy_latency_ms: f64::INFINITY,
+                    ..fine
+                },
+                "--copy-latency inf makes",
+            ),
+            (
+                Machine {
+                    d2h_bytes_per_ms: 1e-303,
+                    ..fine
+                },
+                "--link-d2h (or --link) 1e-300B/s makes",
+            ),
+            (
+                Machine {
+                    h2d_bytes_per_ms: 1e-6,
+                    ..fine
+                },
+                "--link-h2d (or --link) 1e-3B/s makes",
+            ),
+            (
+                Machine {
+                    codec_bytes_per_ms: 1e-300,
+                    ..fine
+                },
+                "--codec-speed 1e-297B/s makes",
+            ),
+        ];
+        for planner in [
+            Planner::Method(Improvements::NONE),
+            Planner::Method(Improvements::ALL),
+            Planner::Lms,
+            Planner::Everything,
+        ] {
+            for (machine, flag) in cases {
+                let err = plan(&graph, planner, &setup(machine))
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.starts_with(flag), "{err}");
+                assert!(err.contains("use a "), "{err}");
+            }
+            let out = plan(&graph, planner, &setup(fine)).unwrap();
+            assert!(out.run.step_ms.is_finite());
+        }
     }
 
     proptest! {

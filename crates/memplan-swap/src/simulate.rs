@@ -51,6 +51,7 @@ use memplan::render::{short_bytes, svg::escape, ticks};
 use memplan_graph::{analyse, AnalysisError, Graph, NodeId, Options, Order, ValueId, ValueKind};
 
 use crate::rewrite::{RECOMPUTE, SWAP_IN, SWAP_OUT};
+use crate::training::MAX_STEP_MS;
 
 /// What a run measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,7 +89,8 @@ pub enum SimulateError {
     RecomputeInputNotOnDevice { node: String, value: String },
     #[error("memory in use leaves the range 0 ..= 2^64 - 1 bytes")]
     Overflow,
-
+    #[error("{message}")]
+    BadMachine { message: String },
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
 }
@@ -169,6 +171,57 @@ impl Machine {
     /// The time of a codec node over a tensor of `bytes` (uncompressed).
     pub fn codec_ms(&self, bytes: u64) -> f64 {
         bytes as f64 / self.codec_bytes_per_ms
+    }
+
+    /// Checks that a copy or codec node over `largest` bytes (the largest tensor a rewrite
+    /// may move) takes a finite time of at most [`MAX_STEP_MS`] (a year), so that every
+    /// simulated step time stays finite: each setting out of range is an error naming its
+    /// command-line flag. Speeds must be > 0 and the latency ≥ 0.
+    pub fn validate(&self, largest: u64) -> Result<(), SimulateError> {
+        let too_long = |flag: &str, value: String, ms: f64, fix: &str| {
+            Err(SimulateError::BadMachine {
+                message: format!(
+                    "{flag} {value} makes a copy or codec node of {largest} B take {ms:e} ms, longer than {MAX_STEP_MS:e} ms (about a year), so step times are not finite numbers; use a {fix} value"
+                ),
+            })
+        };
+        let ok = |ms: f64| ms.is_finite() && (0.0..=MAX_STEP_MS).contains(&ms);
+        if !ok(self.copy_latency_ms) {
+            let ms = self.copy_latency_ms;
+            return too_long("--copy-latency", format!("{ms:e}"), ms, "smaller");
+        }
+        // In bytes per second as given, to 6 significant digits (1e-300B/s, not
+        // 9.999999999999999e-301B/s).
+        let rate = |bytes_per_ms: f64| {
+            let per_s: f64 = format!("{:.5e}", bytes_per_ms * 1e3)
+                .parse()
+                .unwrap_or(bytes_per_ms * 1e3);
+            format!("{per_s:e}B/s")
+        };
+        for (flag, bw, engine) in [
+            (
+                "--link-d2h (or --link)",
+                self.d2h_bytes_per_ms,
+                Engine::DeviceToHost,
+            ),
+            (
+                "--link-h2d (or --link)",
+                self.h2d_bytes_per_ms,
+                Engine::HostToDevice,
+            ),
+        ] {
+            let ms = self.copy_ms(engine, largest);
+            let positive = bw > 0.0;
+            if !positive || !ok(ms) {
+                return too_long(flag, rate(bw), ms, "larger");
+            }
+        }
+        let ms = self.codec_ms(largest);
+        let positive = self.codec_bytes_per_ms > 0.0;
+        if !positive || !ok(ms) {
+            return too_long("--codec-speed", rate(self.codec_bytes_per_ms), ms, "larger");
+        }
+        Ok(())
     }
 }
 
