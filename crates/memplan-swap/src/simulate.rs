@@ -550,7 +550,7 @@ pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatErro
             }
         }
     };
-    let mut events = Vec::new();
+    let mut events = Vec::with_capacity(2 * f.kind.len());
     for (k, &last_reader) in last.iter().enumerate() {
         let id = ValueId(k as u32);
         let kind = f.kind[k];
@@ -592,12 +592,14 @@ pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatErro
             }),
         }
     }
-    events.sort_by(|a, b| {
+    // Pushed in value order, so the value breaks ties as a stable sort would.
+    events.sort_unstable_by(|a, b| {
         a.time
             .total_cmp(&b.time)
             .then(a.rank.cmp(&b.rank))
             .then(a.pos.cmp(&b.pos))
             .then(a.sub.cmp(&b.sub))
+            .then(a.value.cmp(&b.value))
     });
     let (mut device, mut pinned) = (0u64, 0u64);
     let (mut peak_bytes, mut peak_at_ms, mut host_peak_bytes) = (0u64, 0.0f64, 0u64);
