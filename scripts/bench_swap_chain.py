@@ -4,9 +4,9 @@
 Runs the `swap_chain` example (crates/memplan-swap/examples/swap_chain.rs: a PipeDream
 chain of N layers, 2N + 1 nodes, planned by the method with every improvement at a 5%
 overhead over a 12 GB/s link) once per N and prints, per N, the wall-clock and CPU (user)
-seconds, the simulations and the plan's peak reduction, then the growth exponent
-log(t2 / t1) / log(n2 / n1) between consecutive N and a least-squares fit over all of
-them, for wall and user time. On a shared machine the user time is the one to compare
+seconds, the peak resident memory, the simulations and the plan's peak reduction, then
+the growth exponent log(t2 / t1) / log(n2 / n1) between consecutive N and a least-squares
+fit over all of them, for wall and user time. On a shared machine the user time is the one to compare
 (wall time includes waiting for the CPU).
 
     cargo build --release -p memplan-swap --example swap_chain
@@ -19,25 +19,31 @@ import argparse
 import math
 import os
 import re
-import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 
 def run(binary: str, n: int, planner: str):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.monotonic()
-    out = subprocess.run([binary, str(n), planner], capture_output=True, text=True)
-    wall = time.monotonic() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        sys.exit(f"{binary} {n} {planner} failed ({out.returncode}): {out.stderr.strip()}")
-    user = after.ru_utime - before.ru_utime
-    line = out.stdout.strip().splitlines()[-1]
+    """Wall and user seconds, peak RSS (MiB), simulations and peak reduction of one run."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.monotonic()
+        child = subprocess.Popen([binary, str(n), planner], stdout=out, stderr=err)
+        # wait4: this child's own CPU time and peak resident set (ru_maxrss, KiB on Linux).
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{binary} {n} {planner} failed ({code}): {stderr.strip()}")
+    line = stdout.strip().splitlines()[-1]
     sims = re.search(r"(\d+) simulations", line)
     lower = re.search(r"\(([\d.]+)% lower\)", line)
-    return wall, user, sims.group(1) if sims else "-", lower.group(1) if lower else "-"
+    rss = usage.ru_maxrss / 1024
+    return wall, usage.ru_utime, rss, sims.group(1) if sims else "-", lower.group(1) if lower else "-"
 
 
 def exponent(xs, ys):
@@ -58,10 +64,10 @@ def main() -> None:
     if not os.path.exists(args.binary):
         sys.exit(f"{args.binary} not found: cargo build --release -p memplan-swap --example swap_chain")
     rows = []
-    print("| N (layers) | nodes | wall s | user s | simulations | peak lower | exponent (wall) | exponent (user) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| N (layers) | nodes | wall s | user s | max RSS MiB | simulations | peak lower | exponent (wall) | exponent (user) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.layers:
-        wall, user, sims, lower = run(args.binary, n, args.planner)
+        wall, user, rss, sims, lower = run(args.binary, n, args.planner)
         if rows:
             pn, pw, pu = rows[-1]
             ew = f"{math.log(wall / pw) / math.log(n / pn):.2f}"
@@ -69,7 +75,7 @@ def main() -> None:
         else:
             ew = eu = "-"
         rows.append((n, wall, user))
-        print(f"| {n} | {2 * n + 1} | {wall:.2f} | {user:.2f} | {sims} | {lower}% | {ew} | {eu} |", flush=True)
+        print(f"| {n} | {2 * n + 1} | {wall:.2f} | {user:.2f} | {rss:.0f} | {sims} | {lower}% | {ew} | {eu} |", flush=True)
     if len(rows) > 1:
         ns = [r[0] for r in rows]
         print(

@@ -194,6 +194,54 @@ fn a_device_outside_any_real_one_is_an_error_not_every_goal_met() {
     }
 }
 
+/// Issue #18: `--copy-latency 1e308` printed "inf ms"; copy and codec settings that make
+/// the simulated step non-finite are errors naming the flag.
+#[test]
+fn copy_settings_that_make_a_step_infinite_are_errors_naming_the_flag() {
+    let graph = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../memplan-swap/tests/data/alexnet.graph.txt"
+    ));
+    for (flag, value, named) in [
+        ("--copy-latency", "1e308", "--copy-latency 1e308 makes"),
+        (
+            "--link",
+            "1e-300B/s",
+            "--link-d2h (or --link) 1e-300B/s makes",
+        ),
+        (
+            "--link-h2d",
+            "1e-290B/s",
+            "--link-h2d (or --link) 1e-290B/s makes",
+        ),
+        (
+            "--codec-speed",
+            "1e-300B/s",
+            "--codec-speed 1e-300B/s makes",
+        ),
+    ] {
+        let mut args = vec![
+            "swap",
+            graph.to_str().unwrap(),
+            "--planner",
+            "method",
+            "--budget",
+            "50%",
+            flag,
+            value,
+        ];
+        if flag == "--codec-speed" {
+            args.extend(["--compress", "fp16"]);
+        }
+        let out = memplan(&args);
+        no_panic(&out, value);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(named), "{flag} {value}: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("inf ms"));
+    }
+}
+
 #[test]
 fn a_bom_is_accepted_by_every_json_input_and_a_non_object_is_refused() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");

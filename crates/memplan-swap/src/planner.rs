@@ -37,12 +37,14 @@
 //! planner's reductions.
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_simulated, Options,
-    Prefetch, Reduction, RewriteError, Serialize, Swap,
+    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_and_simulate_prepared,
+    rewrite_prepared, rewrite_simulated, Options, Prefetch, Prepared, Reduction, RewriteError,
+    Serialize, Swap,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -158,11 +160,50 @@ pub enum PlanError {
     Rewrite(#[from] RewriteError),
 }
 
+/// A graph the search keeps: built, or the rewrite of the input graph that builds it
+/// (built only if it is still the best at the end, or a start for the greedy rounds).
+#[derive(Clone, Debug)]
+enum Kept {
+    Input,
+    Graph(Graph),
+    /// A graph the greedy rounds go on from.
+    Shared(Rc<Graph>),
+    Rewrite {
+        swaps: Vec<Swap>,
+        options: Options,
+    },
+}
+
+impl Kept {
+    /// The graph: `input` rewritten when it is a rewrite of it (`base`: `input`'s
+    /// simulation), the same graph the evaluation simulated.
+    fn build(self, input: &Graph, base: &Run) -> Result<Graph, PlanError> {
+        Ok(match self {
+            Kept::Input => input.clone(),
+            Kept::Graph(graph) => graph,
+            Kept::Shared(graph) => Rc::try_unwrap(graph).unwrap_or_else(|g| (*g).clone()),
+            Kept::Rewrite { swaps, options } => {
+                rewrite_simulated(input, &swaps, &options, Some(base))?.graph
+            }
+        })
+    }
+}
+
+/// An [`Outcome`] whose graph may not be built yet.
+#[derive(Clone, Debug)]
+struct Found {
+    graph: Kept,
+    run: Run,
+    tensors: usize,
+    bytes: u64,
+    chosen: String,
+}
+
 /// Keeps the best outcome under a goal.
 struct Best {
     goal: Goal,
     base_step: f64,
-    best: Option<Outcome>,
+    best: Option<Found>,
     evaluated: usize,
 }
 
@@ -187,7 +228,7 @@ impl Best {
     }
 
     /// Keeps `outcome` if it is the best so far (the caller counts simulations).
-    fn offer(&mut self, outcome: Outcome) {
+    fn offer(&mut self, outcome: Found) {
         let take = match &self.best {
             None => true,
             Some(best) => self.better(&outcome.run, &best.run),
@@ -197,19 +238,36 @@ impl Best {
         }
     }
 
-    fn finish(self) -> Outcome {
-        let mut out = self.best.expect("the no-swap graph is always offered");
-        out.met = match self.goal {
-            Goal::Budget(bytes) => out.run.peak_bytes <= bytes,
-            Goal::MaxOverhead(o) => out.run.step_ms <= self.base_step * (1.0 + o) + 1e-9,
+    fn finish(self, input: &Graph, base: &Run) -> Result<Outcome, PlanError> {
+        let found = self.best.expect("the no-swap graph is always offered");
+        let met = match self.goal {
+            Goal::Budget(bytes) => found.run.peak_bytes <= bytes,
+            Goal::MaxOverhead(o) => found.run.step_ms <= self.base_step * (1.0 + o) + 1e-9,
         };
-        out.evaluated = self.evaluated;
-        out
+        Ok(Outcome {
+            graph: found.graph.build(input, base)?,
+            run: found.run,
+            tensors: found.tensors,
+            bytes: found.bytes,
+            met,
+            evaluated: self.evaluated,
+            chosen: found.chosen,
+        })
     }
 }
 
 /// Runs `planner` on `graph` (a training step with latencies, in topological order).
 pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, PlanError> {
+    // Copy and codec times of any tensor finite (and at most a year), so that every
+    // simulated step is; the error names the flag.
+    let largest = graph
+        .values()
+        .iter()
+        .filter(|v| v.is_activation())
+        .map(|v| v.bytes)
+        .max()
+        .unwrap_or(0);
+    setup.machine.validate(largest)?;
     let base = simulate(graph, &setup.machine)?;
     let mut best = Best {
         goal: setup.goal,
@@ -217,30 +275,32 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
         best: None,
         evaluated: 0,
     };
-    best.offer(Outcome {
-        graph: graph.clone(),
+    best.offer(Found {
+        graph: Kept::Input,
         run: base.clone(),
         tensors: 0,
         bytes: 0,
-        met: false,
-        evaluated: 0,
         chosen: "no swap".into(),
     });
+    // What every rewrite of `graph` reads of it, computed once.
+    let prepared = Prepared::new(graph, Some(&base));
     let try_swaps = |swaps: Vec<Swap>, options: &Options, chosen: String, best: &mut Best| {
         if swaps.is_empty() {
             return Ok::<(), PlanError>(());
         }
-        // `base` is `graph`'s simulation: the rewrite need not simulate it again.
-        let rewritten = rewrite_simulated(graph, &swaps, options, Some(&base))?;
+        // `base` is `graph`'s simulation: the rewrite need not simulate it again. The
+        // rewritten graph is built only if it is kept.
+        let rewritten = rewrite_and_simulate_prepared(&swaps, options, &prepared, &setup.machine)?;
         best.evaluated += 1;
-        match simulate(&rewritten.graph, &setup.machine) {
-            Ok(run) => best.offer(Outcome {
-                graph: rewritten.graph,
+        match rewritten.run {
+            Ok(run) => best.offer(Found {
+                graph: Kept::Rewrite {
+                    swaps,
+                    options: *options,
+                },
                 run,
                 tensors: rewritten.tensors,
                 bytes: rewritten.bytes,
-                met: false,
-                evaluated: 0,
                 chosen,
             }),
             Err(SimulateError::PinnedPoolExceeded { .. }) => {}
@@ -285,7 +345,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             }
             // The grid's best per serialization (index: `unserialized`), where the greedy
             // rounds of that serialization start.
-            let mut grid_best: [Option<Outcome>; 2] = [None, None];
+            let mut grid_best: [Option<Found>; 2] = [None, None];
             let mut seen = HashSet::new();
             for filter in variants {
                 let mut local = Best {
@@ -362,18 +422,16 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                 for round in rounds {
                     let start = match &grid_best[usize::from(round.unserialized)] {
                         Some(found) if best.better(&found.run, &base) => found.clone(),
-                        _ => Outcome {
-                            graph: graph.clone(),
+                        _ => Found {
+                            graph: Kept::Input,
                             run: base.clone(),
                             tensors: 0,
                             bytes: 0,
-                            met: false,
-                            evaluated: 0,
                             chosen: String::new(),
                         },
                     };
                     let from_grid = Start {
-                        graph: start.graph,
+                        graph: start.graph.build(graph, &base)?,
                         run: start.run,
                         tensors: start.tensors,
                         bytes: start.bytes,
@@ -390,9 +448,10 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             }
             if imp.retime_restores {
                 let found = best.best.clone().expect("offered above");
-                let (graph, run) = retimed(found.graph, found.run, setup, &mut best)?;
-                best.offer(Outcome {
-                    graph,
+                let kept = found.graph.build(graph, &base)?;
+                let (kept, run) = retimed(kept, found.run, setup, &mut best)?;
+                best.offer(Found {
+                    graph: Kept::Graph(kept),
                     run,
                     chosen: format!("{}, late restores", found.chosen),
                     ..found
@@ -439,7 +498,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             try_swaps(group_pairs(&chosen), &options, "all".into(), &mut best)?;
         }
     }
-    Ok(best.finish())
+    best.finish(graph, &base)
 }
 
 /// Every read of a device activation that a baseline may swap: `(value, producer,
@@ -658,11 +717,12 @@ fn iterate(
 ) -> Result<(), PlanError> {
     let options = method_options(setup, imp);
     let Start {
-        graph: mut current,
+        graph: current,
         mut run,
         mut tensors,
         mut bytes,
     } = start;
+    let mut current = Rc::new(current);
     let mut done: HashSet<ValueId> = HashSet::new();
     // Tensors tried at once: doubled after a batch that helps, halved after one that
     // does not (so a long run of helpful tensors takes O(log n) rewrites, not n). Graphs
@@ -718,66 +778,99 @@ fn iterate(
             // tried again).
             let mut at = 0;
             let mut size = batch;
-            while at < order.len() {
-                let take = &order[at..(at + size).min(order.len())];
-                let swaps: Vec<Swap> = take
-                    .iter()
-                    .map(|&(_, value)| Swap {
-                        value,
-                        readers: by_value[&value].clone(),
-                    })
-                    .collect();
-                // `run` is `current`'s simulation.
-                let rewritten = rewrite_simulated(&current, &swaps, &options, Some(&run))?;
-                best.evaluated += 1;
-                let helped = match simulate(&rewritten.graph, &setup.machine) {
-                    Ok(next) => {
-                        let (next_graph, next) = if imp.retime_restores {
-                            retimed(rewritten.graph, next, setup, best)?
-                        } else {
-                            (rewritten.graph, next)
-                        };
-                        let within = budget.is_some() || best.feasible(&next);
+            // The first batch that helps: its graph, run, tensor count, bytes and tensors.
+            let mut accepted: Option<(Graph, Run, u64, Vec<ValueId>)> = None;
+            {
+                // `run` is `current`'s simulation; what the rewrites read of both.
+                let prepared = Prepared::new(&current, Some(&run));
+                while at < order.len() {
+                    let take = &order[at..(at + size).min(order.len())];
+                    let swaps: Vec<Swap> = take
+                        .iter()
+                        .map(|&(_, value)| Swap {
+                            value,
+                            readers: by_value[&value].clone(),
+                        })
+                        .collect();
+                    let better = |next: &Run, best: &Best| {
+                        let within = budget.is_some() || best.feasible(next);
                         let lower = next.peak_bytes < run.peak_bytes
                             || (next.peak_bytes == run.peak_bytes
                                 && next.peak_at_ms != run.peak_at_ms);
-                        (lower && within).then_some((next_graph, next))
+                        lower && within
+                    };
+                    // Late restores need the graph; otherwise it is built only if kept.
+                    let helped = if imp.retime_restores {
+                        let rewritten = rewrite_prepared(&swaps, &options, &prepared)?;
+                        best.evaluated += 1;
+                        match simulate(&rewritten.graph, &setup.machine) {
+                            Ok(next) => {
+                                let (next_graph, next) =
+                                    retimed(rewritten.graph, next, setup, best)?;
+                                better(&next, best).then_some((
+                                    Some(next_graph),
+                                    next,
+                                    rewritten.bytes,
+                                ))
+                            }
+                            Err(SimulateError::PinnedPoolExceeded { .. }) => None,
+                            Err(e) => return Err(e.into()),
+                        }
+                    } else {
+                        let simulated = rewrite_and_simulate_prepared(
+                            &swaps,
+                            &options,
+                            &prepared,
+                            &setup.machine,
+                        )?;
+                        best.evaluated += 1;
+                        match simulated.run {
+                            Ok(next) => {
+                                better(&next, best).then_some((None, next, simulated.bytes))
+                            }
+                            Err(SimulateError::PinnedPoolExceeded { .. }) => None,
+                            Err(e) => return Err(e.into()),
+                        }
+                    };
+                    if let Some((next_graph, next, added)) = helped {
+                        let next_graph = match next_graph {
+                            Some(g) => g,
+                            None => rewrite_prepared(&swaps, &options, &prepared)?.graph,
+                        };
+                        let values = take.iter().map(|&(_, v)| v).collect();
+                        accepted = Some((next_graph, next, added, values));
+                        break;
                     }
-                    Err(SimulateError::PinnedPoolExceeded { .. }) => None,
-                    Err(e) => return Err(e.into()),
-                };
-                if let Some((next_graph, next)) = helped {
-                    current = next_graph;
-                    run = next;
-                    tensors += take.len();
-                    bytes = bytes
-                        .checked_add(rewritten.bytes)
-                        .ok_or(RewriteError::Graph(memplan_graph::GraphError::TooLarge))?;
-                    done.extend(take.iter().map(|&(_, v)| v));
-                    best.offer(Outcome {
-                        graph: current.clone(),
-                        run: run.clone(),
-                        tensors,
-                        bytes,
-                        met: false,
-                        evaluated: 0,
-                        chosen: format!(
-                            "{tensors} tensors after greedy rounds{}",
-                            unserialized_label(imp)
-                        ),
-                    });
-                    stepped = true;
-                    if batched {
-                        batch = (2 * take.len()).min(MAX_BATCH);
+                    if take.len() > 1 {
+                        size = take.len() / 2;
+                    } else {
+                        done.insert(take[0].1);
+                        at += 1;
                     }
-                    break;
                 }
-                if take.len() > 1 {
-                    size = take.len() / 2;
-                } else {
-                    done.insert(take[0].1);
-                    at += 1;
+            }
+            if let Some((next_graph, next, added, values)) = accepted {
+                current = Rc::new(next_graph);
+                run = next;
+                tensors += values.len();
+                bytes = bytes
+                    .checked_add(added)
+                    .ok_or(RewriteError::Graph(memplan_graph::GraphError::TooLarge))?;
+                if batched {
+                    batch = (2 * values.len()).min(MAX_BATCH);
                 }
+                done.extend(values);
+                best.offer(Found {
+                    graph: Kept::Shared(Rc::clone(&current)),
+                    run: run.clone(),
+                    tensors,
+                    bytes,
+                    chosen: format!(
+                        "{tensors} tensors after greedy rounds{}",
+                        unserialized_label(imp)
+                    ),
+                });
+                stepped = true;
             }
             if !stepped {
                 batch = 1;
@@ -791,4 +884,236 @@ fn iterate(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::pipedream::{parse, training_step};
+    use crate::rewrite::{rewrite, rewrite_and_simulate, Codec, SLOW_PATH};
+    use crate::simulate::{reference, Flat};
+
+    /// One layer: forward and backward ms, activation KiB, in place, skips back.
+    type Layer = (u32, u32, u32, bool, Vec<usize>);
+
+    /// A PipeDream profile of `layers` after an input (as `tests/rewrite_props.rs`).
+    fn training(layers: &[Layer]) -> Graph {
+        let mut text = String::from(
+            "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=4096.000, parameter_size=0.000\n",
+        );
+        let mut edges = String::new();
+        for (i, (fwd, bwd, size, inplace, back)) in layers.iter().enumerate() {
+            let id = i + 2;
+            let (kind, size) = if *inplace && i > 0 {
+                ("ReLU(inplace)", 1)
+            } else {
+                ("Conv2d(3, 8)", *size as u64 * 1024)
+            };
+            text.push_str(&format!(
+                "node{id} -- {kind} -- forward_compute_time={fwd}.000, backward_compute_time={bwd}.000, activation_size={size}.000, parameter_size=64.000\n"
+            ));
+            let mut preds = vec![id - 1];
+            for &b in back {
+                let p = id.saturating_sub(b + 2).max(1);
+                if !preds.contains(&p) {
+                    preds.push(p);
+                }
+            }
+            for p in preds {
+                edges.push_str(&format!("\tnode{p} -- node{id}\n"));
+            }
+        }
+        training_step(&parse(&(text + &edges), "random").unwrap())
+            .unwrap()
+            .graph
+    }
+
+    fn layers() -> impl Strategy<Value = Vec<Layer>> {
+        prop::collection::vec(
+            (
+                0u32..6,
+                0u32..10,
+                1u32..2000,
+                prop::bool::weighted(0.25),
+                prop::collection::vec(0usize..6, 0..2),
+            ),
+            1..20,
+        )
+    }
+
+    fn reductions() -> [Reduction; 3] {
+        [
+            Reduction::SWAP,
+            Reduction::compress(Codec::Fp16, true),
+            Reduction::RECOMPUTE,
+        ]
+    }
+
+    /// `plan` the old way: every candidate graph built and simulated by the simulator
+    /// as it was before [`Flat`].
+    fn plan_slow(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, PlanError> {
+        SLOW_PATH.with(|s| s.set(true));
+        let out = plan(graph, planner, setup);
+        SLOW_PATH.with(|s| s.set(false));
+        out
+    }
+
+    /// Copy and codec settings that make a simulated step infinite are errors naming
+    /// the flag (issue #18: `--copy-latency 1e308` printed "inf ms").
+    #[test]
+    fn non_finite_step_times_are_errors_naming_the_flag() {
+        let text = include_str!("../tests/data/alexnet.graph.txt");
+        let graph = training_step(&parse(text, "alexnet").unwrap())
+            .unwrap()
+            .graph;
+        let setup = |machine: Machine| Setup {
+            machine,
+            reduction: Reduction::SWAP,
+            goal: Goal::Budget(1),
+            th_tts_ms: None,
+            th_size_bytes: None,
+            max_count: None,
+        };
+        let fine = Machine::link(12e6);
+        let cases = [
+            (
+                Machine {
+                    copy_latency_ms: 1e308,
+                    ..fine
+                },
+                "--copy-latency 1e308 makes",
+            ),
+            (
+                Machine {
+                    copy_latency_ms: f64::INFINITY,
+                    ..fine
+                },
+                "--copy-latency inf makes",
+            ),
+            (
+                Machine {
+                    d2h_bytes_per_ms: 1e-303,
+                    ..fine
+                },
+                "--link-d2h (or --link) 1e-300B/s makes",
+            ),
+            (
+                Machine {
+                    h2d_bytes_per_ms: 1e-6,
+                    ..fine
+                },
+                "--link-h2d (or --link) 1e-3B/s makes",
+            ),
+            (
+                Machine {
+                    codec_bytes_per_ms: 1e-300,
+                    ..fine
+                },
+                "--codec-speed 1e-297B/s makes",
+            ),
+        ];
+        for planner in [
+            Planner::Method(Improvements::NONE),
+            Planner::Method(Improvements::ALL),
+            Planner::Lms,
+            Planner::Everything,
+        ] {
+            for (machine, flag) in cases {
+                let err = plan(&graph, planner, &setup(machine))
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.starts_with(flag), "{err}");
+                assert!(err.contains("use a "), "{err}");
+            }
+            let out = plan(&graph, planner, &setup(fine)).unwrap();
+            assert!(out.run.step_ms.is_finite());
+        }
+    }
+
+    proptest! {
+        // A fixed seed: with random ones, a rare graph keeps the greedy rounds going for
+        // minutes (each round swaps the restored copies of the last, whose names grow),
+        // on either path.
+        #![proptest_config(ProptestConfig {
+            cases: 32,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(17),
+            ..ProptestConfig::default()
+        })]
+
+        /// The planners choose the same rewrite, peak and step time as before (every
+        /// field of the outcome, the graph included), for each goal and reduction.
+        #[test]
+        fn plans_are_those_of_the_old_path(layers in layers(), budget in 0.2f64..0.9, link in 1u32..50, pinned in prop::option::of(1u64..100)) {
+            let graph = training(&layers);
+            let base = simulate(&graph, &Machine::link(1.0)).unwrap();
+            let mut machine = Machine::link(f64::from(link) * 100.0);
+            machine.pinned_bytes = pinned.map(|k| k * 8192);
+            for reduction in reductions() {
+                for goal in [Goal::MaxOverhead(0.05), Goal::Budget((base.peak_bytes as f64 * budget) as u64)] {
+                    for planner in [
+                        Planner::Method(Improvements::ALL),
+                        Planner::Method(Improvements::NONE),
+                        Planner::Method(Improvements { iterate: false, ..Improvements::ALL }),
+                        Planner::Method(Improvements { retime_restores: false, ..Improvements::ALL }),
+                        Planner::Lms,
+                        Planner::Everything,
+                    ] {
+                        let setup = Setup {
+                            machine,
+                            reduction,
+                            goal,
+                            th_tts_ms: None,
+                            th_size_bytes: None,
+                            max_count: None,
+                        };
+                        let new = plan(&graph, planner, &setup);
+                        let old = plan_slow(&graph, planner, &setup);
+                        prop_assert_eq!(new, old);
+                    }
+                }
+            }
+        }
+
+        /// A rewrite's flat arrays are those of the graph it builds, and the simulator
+        /// gives what the one before [`Flat`] gives, errors included.
+        #[test]
+        fn flat_rewrites_are_their_graphs(layers in layers(), pick in prop::collection::vec(any::<bool>(), 64), pinned in prop::option::of(1u64..100)) {
+            let graph = training(&layers);
+            let mut machine = Machine::link(1000.0);
+            machine.pinned_bytes = pinned.map(|k| k * 8192);
+            let base = simulate(&graph, &machine).unwrap();
+            prop_assert_eq!(Ok(base.clone()), reference::simulate(&graph, &machine));
+            let pairs: Vec<(ValueId, NodeId)> = device_reads(&graph)
+                .filter(|&(_, p, c)| c > p)
+                .map(|(v, _, c)| (v, c))
+                .enumerate()
+                .filter(|(k, _)| pick[k % pick.len()])
+                .map(|(_, pair)| pair)
+                .collect();
+            for reduction in reductions() {
+                let pairs: Vec<(ValueId, NodeId)> = pairs
+                    .iter()
+                    .copied()
+                    .filter(|&(v, _)| !reduction.recompute || recomputable(&graph, v).is_ok())
+                    .collect();
+                let swaps = group_pairs(&pairs);
+                for options in [
+                    Options::method(reduction, machine),
+                    method_options(&Setup { machine, reduction, goal: Goal::MaxOverhead(0.0), th_tts_ms: None, th_size_bytes: None, max_count: None }, Improvements::ALL),
+                    Options { prefetch: Prefetch::Levels(2), serialize_reductions: Serialize::None, ..Options::method(reduction, machine) },
+                ] {
+                    let built = rewrite(&graph, &swaps, &options).unwrap();
+                    let layout = crate::rewrite::layout_for_tests(&graph, &swaps, &options, Some(&base));
+                    prop_assert_eq!(layout.as_ref(), Some(&Flat::of(&built.graph)));
+                    let fast = rewrite_and_simulate(&graph, &swaps, &options, Some(&base), &machine).unwrap();
+                    let slow = reference::simulate(&built.graph, &machine);
+                    prop_assert_eq!(&fast.run, &slow);
+                    prop_assert_eq!(simulate(&built.graph, &machine), slow);
+                    prop_assert_eq!((fast.tensors, fast.bytes), (built.tensors, built.bytes));
+                }
+            }
+        }
+    }
 }

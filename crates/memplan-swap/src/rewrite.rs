@@ -56,11 +56,12 @@
 //! re-time, choose again) is [`rewrite`] on its own output: host values are never
 //! candidates again ([`crate::select`] skips them).
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
 
-use crate::simulate::{is_host, simulate, Engine, Machine, SimulateError};
+use crate::simulate::{is_host, simulate, simulate_flat, Engine, Flat, Machine, SimulateError};
 
 /// Operator type of a device-to-host copy (a reduction).
 pub const SWAP_OUT: &str = "SwapOut";
@@ -438,18 +439,243 @@ pub fn rewrite_simulated(
     options: &Options,
     run: Option<&crate::simulate::Run>,
 ) -> Result<Rewritten, RewriteError> {
-    let given = run;
+    layout(graph, swaps, options, &Prepared::new(graph, run))?.build(graph)
+}
+
+/// [`rewrite_simulated`] of `prepared`'s graph and run.
+pub(crate) fn rewrite_prepared(
+    swaps: &[Swap],
+    options: &Options,
+    prepared: &Prepared,
+) -> Result<Rewritten, RewriteError> {
+    layout(prepared.graph, swaps, options, prepared)?.build(prepared.graph)
+}
+
+/// What rewrites read of their input graph (and its simulation, if given), computed
+/// once for the many rewrites of one graph in a search.
+pub(crate) struct Prepared<'a> {
+    graph: &'a Graph,
+    run: Option<&'a crate::simulate::Run>,
+    /// Per node: whether it runs on the compute stream.
+    compute: Vec<bool>,
+    /// The compute-stream positions.
+    compute_at: Vec<usize>,
+    /// Per node: its output bytes on the device (the p/q rule).
+    out_bytes: OnceCell<Result<Vec<u64>, GraphError>>,
+    widest: OnceCell<RangeMax<(u64, usize)>>,
+    queues: OnceCell<Queues>,
+    levels: OnceCell<Vec<usize>>,
+    /// The graph's [`Flat`], and whether its nodes' outputs pass [`check`]'s host rule.
+    flat: OnceCell<(Flat, bool)>,
+}
+
+impl<'a> Prepared<'a> {
+    /// For rewrites of `graph`, simulated as `run` when given.
+    pub(crate) fn new(graph: &'a Graph, run: Option<&'a crate::simulate::Run>) -> Prepared<'a> {
+        let compute: Vec<bool> = graph
+            .nodes()
+            .iter()
+            .map(|node| Engine::of(&node.op_type) == Engine::Compute)
+            .collect();
+        let compute_at = (0..compute.len()).filter(|&i| compute[i]).collect();
+        Prepared {
+            graph,
+            run,
+            compute,
+            compute_at,
+            out_bytes: OnceCell::new(),
+            widest: OnceCell::new(),
+            queues: OnceCell::new(),
+            levels: OnceCell::new(),
+            flat: OnceCell::new(),
+        }
+    }
+
+    fn out_bytes(&self) -> Result<&[u64], GraphError> {
+        let graph = self.graph;
+        let bytes = self.out_bytes.get_or_init(|| {
+            graph
+                .nodes()
+                .iter()
+                .map(|node| {
+                    node.outputs
+                        .iter()
+                        .filter(|&&o| graph.value(o).is_activation())
+                        .try_fold(0u64, |sum, &o| sum.checked_add(graph.value(o).bytes))
+                        .ok_or(GraphError::TooLarge)
+                })
+                .collect()
+        });
+        bytes.as_deref().map_err(Clone::clone)
+    }
+
+    fn flat(&self) -> &(Flat, bool) {
+        self.flat.get_or_init(|| {
+            let graph = self.graph;
+            let writes_ok = graph.nodes().iter().all(|node| {
+                node.outputs
+                    .iter()
+                    .all(|&o| is_host(graph, o) == (node.op_type == SWAP_OUT))
+            });
+            (Flat::of(graph), writes_ok)
+        })
+    }
+}
+
+/// What a rewrite simulates to, and what it reduced.
+pub(crate) struct Simulated {
+    /// [`simulate`] of the rewritten graph on the machine given.
+    pub run: Result<crate::simulate::Run, SimulateError>,
+    pub tensors: usize,
+    pub bytes: u64,
+}
+
+/// Tests: [`rewrite_and_simulate_prepared`] of `graph` simulated as `run`.
+#[cfg(test)]
+pub(crate) fn rewrite_and_simulate(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+    machine: &Machine,
+) -> Result<Simulated, RewriteError> {
+    rewrite_and_simulate_prepared(swaps, options, &Prepared::new(graph, run), machine)
+}
+
+/// [`rewrite_simulated`] of `prepared`'s graph and run, then [`simulate`] of the result
+/// on `machine`, without building the graph: the simulator runs on the rewrite's
+/// [`Flat`] arrays (equal to those of the graph [`rewrite_simulated`] builds; tested).
+/// When the rewrite would fail its [`check`] or the simulation fails (or a name of a new
+/// node is taken), the graph is built and simulated, so errors are the same too.
+pub(crate) fn rewrite_and_simulate_prepared(
+    swaps: &[Swap],
+    options: &Options,
+    prepared: &Prepared,
+    machine: &Machine,
+) -> Result<Simulated, RewriteError> {
+    let graph = prepared.graph;
+    let layout = layout(graph, swaps, options, prepared)?;
+    let (tensors, bytes) = (layout.tensors, layout.bytes);
+    if !slow_path() {
+        if let Some(Ok(run)) = layout
+            .flat(graph, prepared)
+            .map(|f| simulate_flat(&f, machine))
+        {
+            return Ok(Simulated {
+                run: Ok(run),
+                tensors,
+                bytes,
+            });
+        }
+    }
+    let rewritten = layout.build(graph)?;
+    Ok(Simulated {
+        run: simulate_reference(&rewritten.graph, machine),
+        tensors: rewritten.tensors,
+        bytes: rewritten.bytes,
+    })
+}
+
+#[cfg(not(test))]
+fn slow_path() -> bool {
+    false
+}
+
+#[cfg(not(test))]
+fn simulate_reference(
+    graph: &Graph,
+    machine: &Machine,
+) -> Result<crate::simulate::Run, SimulateError> {
+    simulate(graph, machine)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: [`rewrite_and_simulate_prepared`] builds every graph and simulates it with
+    /// [`crate::simulate::reference`], the code before [`Flat`] (the planners' old path).
+    pub(crate) static SLOW_PATH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn slow_path() -> bool {
+    SLOW_PATH.with(|s| s.get())
+}
+
+#[cfg(test)]
+fn simulate_reference(
+    graph: &Graph,
+    machine: &Machine,
+) -> Result<crate::simulate::Run, SimulateError> {
+    if slow_path() {
+        crate::simulate::reference::simulate(graph, machine)
+    } else {
+        simulate(graph, machine)
+    }
+}
+
+/// The new values of a rewrite, added as [`Graph::add_value`] would add them to a copy
+/// of the input graph (the same ids and errors).
+struct NewValues<'g> {
+    graph: &'g Graph,
+    names: HashSet<String>,
+    values: Vec<Value>,
+}
+
+impl NewValues<'_> {
+    fn add_value(&mut self, mut value: Value) -> Result<ValueId, GraphError> {
+        if self.graph.value_by_name(&value.name).is_some() || self.names.contains(&value.name) {
+            return Err(GraphError::DuplicateValue { name: value.name });
+        }
+        if let Some(shape) = &value.shape {
+            if memplan_graph::ir::shape_bytes(value.dtype, shape) != Some(value.bytes) {
+                return Err(GraphError::BytesMismatch {
+                    name: value.name.clone(),
+                    dtype: value.dtype,
+                    shape: shape.clone(),
+                    bytes: value.bytes,
+                });
+            }
+        }
+        let id = ValueId(
+            u32::try_from(self.graph.values().len() + self.values.len())
+                .map_err(|_| GraphError::TooLarge)?,
+        );
+        value.producer = None;
+        value.consumers.clear();
+        self.names.insert(value.name.clone());
+        self.values.push(value);
+        Ok(id)
+    }
+}
+
+/// A rewrite decided but not built: the new values, the inserted nodes by slot, the
+/// rerouted inputs and the new control edges.
+struct Layout {
+    values: Vec<Value>,
+    reductions: Vec<Vec<Insert>>,
+    restores: Vec<Vec<Insert>>,
+    reroute: HashMap<(NodeId, ValueId), ValueId>,
+    edges: Vec<(String, String)>,
+    tensors: usize,
+    bytes: u64,
+    restore_count: usize,
+}
+
+/// The rewrite of `graph` (see [`rewrite_simulated`]), up to building the graph.
+fn layout(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    prepared: &Prepared,
+) -> Result<Layout, RewriteError> {
+    let given = prepared.run;
     let reduction = options.reduction;
     if !reduction.is_valid() {
         return Err(RewriteError::EmptyReduction);
     }
     let n = graph.nodes().len();
     let machine = &options.machine;
-    let compute: Vec<bool> = graph
-        .nodes()
-        .iter()
-        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
-        .collect();
+    let compute = &prepared.compute;
     // Validate the requests.
     let mut seen = HashSet::new();
     let mut requests = Vec::with_capacity(swaps.len());
@@ -503,30 +729,32 @@ pub fn rewrite_simulated(
         },
         _ => None,
     };
-    let queues = run
-        .as_ref()
-        .map(|r| Queues::new(graph, r))
-        .unwrap_or_default();
+    // The copy queues of the run (kept with `prepared` when it is the one given).
+    let fresh;
+    let queues: &Queues = match &run {
+        Some(std::borrow::Cow::Borrowed(r)) => {
+            prepared.queues.get_or_init(|| Queues::new(graph, r))
+        }
+        Some(std::borrow::Cow::Owned(r)) => {
+            fresh = Queues::new(graph, r);
+            &fresh
+        }
+        None => {
+            fresh = Queues::default();
+            &fresh
+        }
+    };
+    let no_levels = Vec::new();
     let levels = match options.prefetch {
-        Prefetch::Levels(_) => levels(graph),
-        _ => Vec::new(),
+        Prefetch::Levels(_) => prepared.levels.get_or_init(|| levels(graph)),
+        _ => &no_levels,
     };
 
     // The p/q rule: each node's output bytes on the device.
-    let out_bytes: Vec<u64> = if options.largest_output {
-        graph
-            .nodes()
-            .iter()
-            .map(|node| {
-                node.outputs
-                    .iter()
-                    .filter(|&&o| graph.value(o).is_activation())
-                    .try_fold(0u64, |sum, &o| sum.checked_add(graph.value(o).bytes))
-                    .ok_or(GraphError::TooLarge)
-            })
-            .collect::<Result<_, _>>()?
+    let out_bytes: &[u64] = if options.largest_output {
+        prepared.out_bytes()?
     } else {
-        Vec::new()
+        &[]
     };
     // Among `nodes` (in any order), the one with the largest output; ties: the latest.
     let largest = |nodes: &mut dyn Iterator<Item = usize>| {
@@ -534,28 +762,25 @@ pub fn rewrite_simulated(
     };
     // Compute-stream positions, for searches by simulated time (their starts and
     // finishes grow along the order: the stream is in-order).
-    let compute_at: Vec<usize> = (0..n).filter(|&i| compute[i]).collect();
-    // The first compute position at or after each position (n: none).
+    let compute_at = &prepared.compute_at;
     // The p/q rule over ranges of compute nodes, in O(1) per query.
-    let widest = options
-        .largest_output
-        .then(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()));
+    let widest = options.largest_output.then(|| {
+        prepared
+            .widest
+            .get_or_init(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()))
+    });
 
-    // Room for the graph and, per request, a few nodes and values per reader.
-    let inserted: usize = requests.iter().map(|(_, _, r)| 2 + 2 * r.len()).sum();
-    let mut new_graph = Graph::with_capacity(
-        graph.name.clone(),
-        n + inserted,
-        graph.values().len() + inserted,
-    );
-    for value in graph.values() {
-        new_graph.add_value(value.clone())?;
-    }
-    let add = |g: &mut Graph, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
-        let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
-        value.shape = shape;
-        g.add_value(value)
+    let mut new_graph = NewValues {
+        graph,
+        names: HashSet::new(),
+        values: Vec::new(),
     };
+    let add =
+        |g: &mut NewValues, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
+            let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
+            value.shape = shape;
+            g.add_value(value)
+        };
     // Inserted nodes by slot: slot s runs after original node s - 1 (slot 0 first).
     let mut reductions: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
     let mut restores: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
@@ -568,7 +793,7 @@ pub fn rewrite_simulated(
     let mut bytes_total = 0u64;
     let mut restore_count = 0usize;
     for (value, producer, readers) in &requests {
-        let v = graph.value(*value).clone();
+        let v = graph.value(*value);
         bytes_total = bytes_total
             .checked_add(v.bytes)
             .ok_or(GraphError::TooLarge)?;
@@ -810,69 +1035,251 @@ pub fn rewrite_simulated(
         }
     }
 
-    // Emit the nodes: slot 0, then each original node followed by its slot.
-    let mut node_map = Vec::with_capacity(n);
-    let emit = |g: &mut Graph,
-                slot: usize,
-                reductions: &mut Vec<Vec<Insert>>,
-                restores: &mut Vec<Vec<Insert>>|
-     -> Result<(), GraphError> {
-        // Copies back before decompressions: a moved copy may share its reader's slot.
-        let mut restored = std::mem::take(&mut restores[slot]);
-        restored.sort_by_key(|insert| insert.op != SWAP_IN);
-        for insert in std::mem::take(&mut reductions[slot])
-            .into_iter()
-            .chain(restored)
-        {
-            let id = g.add_node(
-                insert.name,
-                insert.op,
-                insert.inputs,
-                insert.outputs,
-                insert.attributes,
-            )?;
-            g.set_latency(id, Some(insert.ms));
-        }
-        Ok(())
-    };
-    emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
-    for (i, node) in graph.nodes().iter().enumerate() {
-        let me = NodeId(i as u32);
-        let inputs = node
-            .inputs
-            .iter()
-            .map(|input| input.map(|v| reroute.get(&(me, v)).copied().unwrap_or(v)))
-            .collect();
-        let id = new_graph.add_node(
-            node.name.clone(),
-            node.op_type.clone(),
-            inputs,
-            node.outputs.clone(),
-            node.attributes.clone(),
-        )?;
-        new_graph.set_latency(id, node.latency_ms);
-        new_graph.set_domain(id, node.domain.clone());
-        node_map.push(id);
-        emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
-    }
-    new_graph.set_inputs(graph.inputs().to_vec())?;
-    new_graph.set_outputs(graph.outputs().to_vec())?;
-    for &(from, to) in graph.control_edges() {
-        new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
-    }
-    for (from, to) in edges {
-        let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
-        let (a, b) = (id(&from), id(&to));
-        new_graph.add_control_edge(a, b)?;
-    }
-    check(&new_graph)?;
-    Ok(Rewritten {
-        graph: new_graph,
+    Ok(Layout {
+        values: new_graph.values,
+        reductions,
+        restores,
+        reroute,
+        edges,
         tensors: requests.len(),
         bytes: bytes_total,
-        restores: restore_count,
-        node_map,
+        restore_count,
     })
+}
+
+impl Layout {
+    /// The rewritten graph.
+    fn build(self, graph: &Graph) -> Result<Rewritten, RewriteError> {
+        let Layout {
+            values,
+            mut reductions,
+            mut restores,
+            reroute,
+            edges,
+            tensors,
+            bytes,
+            restore_count,
+        } = self;
+        let n = graph.nodes().len();
+        let inserted: usize = reductions.iter().chain(&restores).map(Vec::len).sum();
+        let mut new_graph = Graph::with_capacity(
+            graph.name.clone(),
+            n + inserted,
+            graph.values().len() + values.len(),
+        );
+        for value in graph.values().iter().chain(&values) {
+            new_graph.add_value(value.clone())?;
+        }
+        // Emit the nodes: slot 0, then each original node followed by its slot.
+        let mut node_map = Vec::with_capacity(n);
+        let emit = |g: &mut Graph,
+                    slot: usize,
+                    reductions: &mut Vec<Vec<Insert>>,
+                    restores: &mut Vec<Vec<Insert>>|
+         -> Result<(), GraphError> {
+            // Copies back before decompressions: a moved copy may share its reader's slot.
+            let mut restored = std::mem::take(&mut restores[slot]);
+            restored.sort_by_key(|insert| insert.op != SWAP_IN);
+            for insert in std::mem::take(&mut reductions[slot])
+                .into_iter()
+                .chain(restored)
+            {
+                let id = g.add_node(
+                    insert.name,
+                    insert.op,
+                    insert.inputs,
+                    insert.outputs,
+                    insert.attributes,
+                )?;
+                g.set_latency(id, Some(insert.ms));
+            }
+            Ok(())
+        };
+        emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
+        for (i, node) in graph.nodes().iter().enumerate() {
+            let me = NodeId(i as u32);
+            let inputs = node
+                .inputs
+                .iter()
+                .map(|input| input.map(|v| reroute.get(&(me, v)).copied().unwrap_or(v)))
+                .collect();
+            let id = new_graph.add_node(
+                node.name.clone(),
+                node.op_type.clone(),
+                inputs,
+                node.outputs.clone(),
+                node.attributes.clone(),
+            )?;
+            new_graph.set_latency(id, node.latency_ms);
+            new_graph.set_domain(id, node.domain.clone());
+            node_map.push(id);
+            emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
+        }
+        new_graph.set_inputs(graph.inputs().to_vec())?;
+        new_graph.set_outputs(graph.outputs().to_vec())?;
+        for &(from, to) in graph.control_edges() {
+            new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
+        }
+        for (from, to) in edges {
+            let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
+            let (a, b) = (id(&from), id(&to));
+            new_graph.add_control_edge(a, b)?;
+        }
+        check(&new_graph)?;
+        Ok(Rewritten {
+            graph: new_graph,
+            tensors,
+            bytes,
+            restores: restore_count,
+            node_map,
+        })
+    }
+
+    /// The [`Flat`] arrays of the graph [`Layout::build`] would build; `None` when that
+    /// graph would not pass [`check`] or a new node's name is taken (build it for the
+    /// error).
+    fn flat(&self, graph: &Graph, prepared: &Prepared) -> Option<Flat> {
+        let (base, base_writes_ok) = prepared.flat();
+        if !base_writes_ok {
+            return None;
+        }
+        let n = graph.nodes().len();
+        let base_values = graph.values().len();
+        let inserted: usize = self
+            .reductions
+            .iter()
+            .chain(&self.restores)
+            .map(Vec::len)
+            .sum();
+        let total = n + inserted;
+        let mut flat = Flat {
+            engine: Vec::with_capacity(total),
+            recompute: Vec::with_capacity(total),
+            latency: Vec::with_capacity(total),
+            input_start: Vec::with_capacity(total + 1),
+            inputs: Vec::with_capacity(base.inputs.len() + 2 * inserted),
+            ..Flat::default()
+        };
+        flat.input_start.push(0);
+        let values = base_values + self.values.len();
+        let mut producer: Vec<Option<NodeId>> = vec![None; values];
+        // Whether the new nodes' outputs pass [`check`]'s host rule.
+        let mut writes_ok = true;
+        let mut names: HashMap<&str, NodeId> = HashMap::with_capacity(inserted);
+        let mut node_map = Vec::with_capacity(n);
+        let mut rerouted = vec![false; n];
+        for &(reader, _) in self.reroute.keys() {
+            rerouted[reader.index()] = true;
+        }
+        let kind = |v: ValueId| {
+            if v.index() < base_values {
+                base.kind[v.index()]
+            } else {
+                self.values[v.index() - base_values].kind
+            }
+        };
+        let mut emit = |flat: &mut Flat,
+                        producer: &mut Vec<Option<NodeId>>,
+                        writes_ok: &mut bool,
+                        slot: usize|
+         -> bool {
+            let restored = self.restores[slot].iter();
+            let copies = restored.clone().filter(|i| i.op == SWAP_IN);
+            let others = restored.filter(|i| i.op != SWAP_IN);
+            for insert in self.reductions[slot].iter().chain(copies).chain(others) {
+                let id = NodeId(flat.engine.len() as u32);
+                if graph.node_by_name(&insert.name).is_some()
+                    || names.insert(&insert.name, id).is_some()
+                {
+                    return false;
+                }
+                for &o in &insert.outputs {
+                    producer[o.index()] = Some(id);
+                    *writes_ok &= (kind(o) == ValueKind::Host) == (insert.op == SWAP_OUT);
+                }
+                flat.push_node(
+                    Engine::of(insert.op),
+                    insert.op == RECOMPUTE,
+                    Some(insert.ms),
+                    insert.inputs.iter().flatten().copied(),
+                );
+            }
+            true
+        };
+        if !emit(&mut flat, &mut producer, &mut writes_ok, 0) {
+            return None;
+        }
+        for (i, &moved) in rerouted.iter().enumerate() {
+            let id = NodeId(flat.engine.len() as u32);
+            let inputs = &base.inputs[base.input_start[i]..base.input_start[i + 1]];
+            if moved {
+                let me = NodeId(i as u32);
+                flat.push_node(
+                    base.engine[i],
+                    base.recompute[i],
+                    base.latency[i],
+                    inputs
+                        .iter()
+                        .map(|&v| self.reroute.get(&(me, v)).copied().unwrap_or(v)),
+                );
+            } else {
+                flat.push_node(
+                    base.engine[i],
+                    base.recompute[i],
+                    base.latency[i],
+                    inputs.iter().copied(),
+                );
+            }
+            node_map.push(id);
+            if !emit(&mut flat, &mut producer, &mut writes_ok, i + 1) {
+                return None;
+            }
+        }
+        if !writes_ok {
+            return None;
+        }
+        // Original values keep their producers, renumbered; new ones got theirs above.
+        for (k, p) in base.producer.iter().enumerate() {
+            producer[k] = p.map(|p| node_map[p.index()]);
+        }
+        flat.kind = base.kind.clone();
+        flat.kind.extend(self.values.iter().map(|v| v.kind));
+        flat.bytes = base.bytes.clone();
+        flat.bytes.extend(self.values.iter().map(|v| v.bytes));
+        flat.output = base.output.clone();
+        flat.output.resize(values, false);
+        flat.producer = producer;
+        // [`check`]: data predecessors first, host values read by copies back only.
+        for j in 0..flat.engine.len() {
+            for &v in &flat.inputs[flat.input_start[j]..flat.input_start[j + 1]] {
+                if flat.producer[v.index()].is_some_and(|p| p.index() >= j) {
+                    return None;
+                }
+                if flat.kind[v.index()] == ValueKind::Host && flat.engine[j] != Engine::HostToDevice
+                {
+                    return None;
+                }
+            }
+        }
+        flat.control = Vec::with_capacity(base.control.len() + self.edges.len());
+        for &(from, to) in &base.control {
+            flat.control
+                .push((node_map[from.index()], node_map[to.index()]));
+        }
+        let resolve = |name: &str| {
+            names
+                .get(name)
+                .copied()
+                .or_else(|| graph.node_by_name(name).map(|i| node_map[i.index()]))
+        };
+        for (from, to) in &self.edges {
+            flat.control.push((resolve(from)?, resolve(to)?));
+        }
+        if flat.control.iter().any(|&(from, to)| from >= to) {
+            return None;
+        }
+        Some(flat)
+    }
 }
 
 /// Whether `value` can be deleted and recomputed ([`Reduction::RECOMPUTE`]): its producer
@@ -1099,6 +1506,20 @@ pub fn retime_restores_simulated(
     }
     check(&out)?;
     Ok(out)
+}
+
+/// Tests: the [`Flat`] arrays of a rewrite, without building it.
+#[cfg(test)]
+pub(crate) fn layout_for_tests(
+    graph: &Graph,
+    swaps: &[Swap],
+    options: &Options,
+    run: Option<&crate::simulate::Run>,
+) -> Option<Flat> {
+    let prepared = Prepared::new(graph, run);
+    layout(graph, swaps, options, &prepared)
+        .ok()?
+        .flat(graph, &prepared)
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ use memplan::render::{short_bytes, svg::escape, ticks};
 use memplan_graph::{analyse, AnalysisError, Graph, NodeId, Options, Order, ValueId, ValueKind};
 
 use crate::rewrite::{RECOMPUTE, SWAP_IN, SWAP_OUT};
+use crate::training::MAX_STEP_MS;
 
 /// What a run measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,6 +89,8 @@ pub enum SimulateError {
     RecomputeInputNotOnDevice { node: String, value: String },
     #[error("memory in use leaves the range 0 ..= 2^64 - 1 bytes")]
     Overflow,
+    #[error("{message}")]
+    BadMachine { message: String },
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
 }
@@ -169,6 +172,57 @@ impl Machine {
     pub fn codec_ms(&self, bytes: u64) -> f64 {
         bytes as f64 / self.codec_bytes_per_ms
     }
+
+    /// Checks that a copy or codec node over `largest` bytes (the largest tensor a rewrite
+    /// may move) takes a finite time of at most [`MAX_STEP_MS`] (a year), so that every
+    /// simulated step time stays finite: each setting out of range is an error naming its
+    /// command-line flag. Speeds must be > 0 and the latency ≥ 0.
+    pub fn validate(&self, largest: u64) -> Result<(), SimulateError> {
+        let too_long = |flag: &str, value: String, ms: f64, fix: &str| {
+            Err(SimulateError::BadMachine {
+                message: format!(
+                    "{flag} {value} makes a copy or codec node of {largest} B take {ms:e} ms, longer than {MAX_STEP_MS:e} ms (about a year), so step times are not finite numbers; use a {fix} value"
+                ),
+            })
+        };
+        let ok = |ms: f64| ms.is_finite() && (0.0..=MAX_STEP_MS).contains(&ms);
+        if !ok(self.copy_latency_ms) {
+            let ms = self.copy_latency_ms;
+            return too_long("--copy-latency", format!("{ms:e}"), ms, "smaller");
+        }
+        // In bytes per second as given, to 6 significant digits (1e-300B/s, not
+        // 9.999999999999999e-301B/s).
+        let rate = |bytes_per_ms: f64| {
+            let per_s: f64 = format!("{:.5e}", bytes_per_ms * 1e3)
+                .parse()
+                .unwrap_or(bytes_per_ms * 1e3);
+            format!("{per_s:e}B/s")
+        };
+        for (flag, bw, engine) in [
+            (
+                "--link-d2h (or --link)",
+                self.d2h_bytes_per_ms,
+                Engine::DeviceToHost,
+            ),
+            (
+                "--link-h2d (or --link)",
+                self.h2d_bytes_per_ms,
+                Engine::HostToDevice,
+            ),
+        ] {
+            let ms = self.copy_ms(engine, largest);
+            let positive = bw > 0.0;
+            if !positive || !ok(ms) {
+                return too_long(flag, rate(bw), ms, "larger");
+            }
+        }
+        let ms = self.codec_ms(largest);
+        let positive = self.codec_bytes_per_ms > 0.0;
+        if !positive || !ok(ms) {
+            return too_long("--codec-speed", rate(self.codec_bytes_per_ms), ms, "larger");
+        }
+        Ok(())
+    }
 }
 
 /// The queue a node runs on.
@@ -239,51 +293,216 @@ struct Event {
     value: ValueId,
 }
 
+/// What [`simulate`] reads of a graph, in flat arrays: per node its queue, whether it is
+/// a [`RECOMPUTE`], its latency and its data inputs (in slot order); per value its kind,
+/// bytes, producer and whether it is a graph output; the control edges. The rewriting
+/// builds one for a candidate rewrite without building the rewritten [`Graph`]
+/// ([`crate::rewrite`]), so a search simulates candidates at the cost of flat arrays; it
+/// equals [`Flat::of`] the rewritten graph (tested).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Flat {
+    pub engine: Vec<Engine>,
+    pub recompute: Vec<bool>,
+    pub latency: Vec<Option<f64>>,
+    /// Node `i`'s inputs are `inputs[input_start[i]..input_start[i + 1]]`.
+    pub input_start: Vec<usize>,
+    pub inputs: Vec<ValueId>,
+    pub kind: Vec<ValueKind>,
+    pub bytes: Vec<u64>,
+    pub producer: Vec<Option<NodeId>>,
+    pub output: Vec<bool>,
+    pub control: Vec<(NodeId, NodeId)>,
+}
+
+impl Flat {
+    /// The arrays of `graph`.
+    pub fn of(graph: &Graph) -> Flat {
+        let nodes = graph.nodes();
+        let mut flat = Flat {
+            engine: Vec::with_capacity(nodes.len()),
+            recompute: Vec::with_capacity(nodes.len()),
+            latency: Vec::with_capacity(nodes.len()),
+            input_start: Vec::with_capacity(nodes.len() + 1),
+            ..Flat::default()
+        };
+        flat.input_start.push(0);
+        for node in nodes {
+            flat.push_node(
+                Engine::of(&node.op_type),
+                node.op_type == RECOMPUTE,
+                node.latency_ms,
+                node.inputs.iter().flatten().copied(),
+            );
+        }
+        let values = graph.values();
+        flat.kind = values.iter().map(|v| v.kind).collect();
+        flat.bytes = values.iter().map(|v| v.bytes).collect();
+        flat.producer = values.iter().map(|v| v.producer.map(|(p, _)| p)).collect();
+        flat.output = vec![false; values.len()];
+        for &o in graph.outputs() {
+            flat.output[o.index()] = true;
+        }
+        flat.control = graph.control_edges().to_vec();
+        flat
+    }
+
+    /// Appends a node (`input_start` must hold its first entry, 0).
+    pub fn push_node(
+        &mut self,
+        engine: Engine,
+        recompute: bool,
+        latency: Option<f64>,
+        inputs: impl Iterator<Item = ValueId>,
+    ) {
+        self.engine.push(engine);
+        self.recompute.push(recompute);
+        self.latency.push(latency);
+        self.inputs.extend(inputs);
+        self.input_start.push(self.inputs.len());
+    }
+
+    fn node_inputs(&self, i: usize) -> &[ValueId] {
+        &self.inputs[self.input_start[i]..self.input_start[i + 1]]
+    }
+}
+
+/// A [`SimulateError`] by node and value ids ([`simulate`] names them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum FlatError {
+    ControlNotTopological {
+        node: NodeId,
+        from: NodeId,
+    },
+    NoLatency {
+        node: NodeId,
+    },
+    BadLatency {
+        node: NodeId,
+        ms: f64,
+    },
+    RecomputeInputNotOnDevice {
+        node: NodeId,
+        value: ValueId,
+    },
+    NotTopological {
+        node: NodeId,
+        value: ValueId,
+        producer: NodeId,
+    },
+    PinnedPoolExceeded {
+        value: ValueId,
+        needed: u64,
+        limit: u64,
+    },
+    Overflow,
+}
+
+impl FlatError {
+    /// The error, naming `graph`'s nodes and values.
+    fn named(self, graph: &Graph) -> SimulateError {
+        let node = |id: NodeId| graph.node(id).name.clone();
+        let value = |id: ValueId| graph.value(id).name.clone();
+        match self {
+            FlatError::ControlNotTopological { node: to, from } => {
+                SimulateError::ControlNotTopological {
+                    node: node(to),
+                    from: node(from),
+                }
+            }
+            FlatError::NoLatency { node: n } => SimulateError::NoLatency { node: node(n) },
+            FlatError::BadLatency { node: n, ms } => {
+                SimulateError::BadLatency { node: node(n), ms }
+            }
+            FlatError::RecomputeInputNotOnDevice { node: n, value: v } => {
+                SimulateError::RecomputeInputNotOnDevice {
+                    node: node(n),
+                    value: value(v),
+                }
+            }
+            FlatError::NotTopological {
+                node: n,
+                value: v,
+                producer,
+            } => SimulateError::NotTopological {
+                node: node(n),
+                value: value(v),
+                producer: node(producer),
+            },
+            FlatError::PinnedPoolExceeded {
+                value: v,
+                needed,
+                limit,
+            } => SimulateError::PinnedPoolExceeded {
+                node: graph
+                    .value(v)
+                    .producer
+                    .map_or(String::new(), |(p, _)| node(p)),
+                needed,
+                limit,
+            },
+            FlatError::Overflow => SimulateError::Overflow,
+        }
+    }
+}
+
 /// Simulates `graph` on `machine` (see the module documentation).
 pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> {
-    let nodes = graph.nodes();
-    let n = nodes.len();
-    let mut preds: Vec<Vec<NodeId>> = vec![Vec::new(); n];
-    for &(from, to) in graph.control_edges() {
+    simulate_flat(&Flat::of(graph), machine).map_err(|e| e.named(graph))
+}
+
+/// [`simulate`] on a graph's [`Flat`] arrays; errors by id.
+pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatError> {
+    let n = f.engine.len();
+    // Control predecessors, grouped by target.
+    let mut pred_start = vec![0usize; n + 1];
+    for &(from, to) in &f.control {
         if from >= to {
-            return Err(SimulateError::ControlNotTopological {
-                node: graph.node(to).name.clone(),
-                from: graph.node(from).name.clone(),
-            });
+            return Err(FlatError::ControlNotTopological { node: to, from });
         }
-        preds[to.index()].push(from);
+        pred_start[to.index() + 1] += 1;
+    }
+    for i in 0..n {
+        pred_start[i + 1] += pred_start[i];
+    }
+    let mut fill = pred_start.clone();
+    let mut preds = vec![NodeId(0); f.control.len()];
+    for &(from, to) in &f.control {
+        preds[fill[to.index()]] = from;
+        fill[to.index()] += 1;
     }
     let mut start = vec![0.0f64; n];
     let mut finish = vec![0.0f64; n];
     let mut free = [0.0f64; 3];
-    for (i, node) in nodes.iter().enumerate() {
-        let ms = latency(node)?;
-        let engine = Engine::of(&node.op_type);
-        if node.op_type == RECOMPUTE {
+    for i in 0..n {
+        let node = NodeId(i as u32);
+        let ms = f.latency[i].ok_or(FlatError::NoLatency { node })?;
+        if !ms.is_finite() || ms < 0.0 {
+            return Err(FlatError::BadLatency { node, ms });
+        }
+        let engine = f.engine[i];
+        let inputs = f.node_inputs(i);
+        if f.recompute[i] {
             // Its inputs must be on the device at its start. Produced before it (checked
             // below) and freed only after their last reader, which it is, they are live
             // then unless they are host values.
-            if let Some(v) = node.inputs.iter().flatten().find(|&&v| is_host(graph, v)) {
-                return Err(SimulateError::RecomputeInputNotOnDevice {
-                    node: node.name.clone(),
-                    value: graph.value(*v).name.clone(),
-                });
+            if let Some(&v) = inputs.iter().find(|v| f.kind[v.index()] == ValueKind::Host) {
+                return Err(FlatError::RecomputeInputNotOnDevice { node, value: v });
             }
         }
         let mut t = free[engine.index()];
-        for v in node.inputs.iter().flatten() {
-            if let Some((p, _)) = graph.value(*v).producer {
+        for &v in inputs {
+            if let Some(p) = f.producer[v.index()] {
                 if p.index() >= i {
-                    return Err(SimulateError::NotTopological {
-                        node: node.name.clone(),
-                        value: graph.value(*v).name.clone(),
-                        producer: graph.node(p).name.clone(),
+                    return Err(FlatError::NotTopological {
+                        node,
+                        value: v,
+                        producer: p,
                     });
                 }
                 t = t.max(finish[p.index()]);
             }
         }
-        for p in &preds[i] {
+        for p in &preds[pred_start[i]..pred_start[i + 1]] {
             t = t.max(finish[p.index()]);
         }
         start[i] = t;
@@ -291,6 +510,24 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
         free[engine.index()] = finish[i];
     }
     let step_ms = finish.iter().copied().fold(0.0f64, f64::max);
+
+    // Each value's last reader: the latest finish, then the latest node.
+    let mut last: Vec<Option<NodeId>> = vec![None; f.kind.len()];
+    for i in 0..n {
+        for &v in f.node_inputs(i) {
+            let slot = &mut last[v.index()];
+            let later = match *slot {
+                None => true,
+                Some(c) => finish[i]
+                    .total_cmp(&finish[c.index()])
+                    .then(i.cmp(&c.index()))
+                    .is_ge(),
+            };
+            if later {
+                *slot = Some(NodeId(i as u32));
+            }
+        }
+    }
 
     // Memory events.
     let end_event = |node: NodeId, value: ValueId| {
@@ -313,15 +550,19 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
             }
         }
     };
-    let outputs: std::collections::HashSet<ValueId> = graph.outputs().iter().copied().collect();
-    let mut events = Vec::new();
-    for (k, value) in graph.values().iter().enumerate() {
+    let mut events = Vec::with_capacity(2 * f.kind.len());
+    for (k, &last_reader) in last.iter().enumerate() {
         let id = ValueId(k as u32);
-        if !(value.is_activation() || value.kind == ValueKind::Host) || value.bytes == 0 {
+        let kind = f.kind[k];
+        if !matches!(
+            kind,
+            ValueKind::Input | ValueKind::Activation | ValueKind::Host
+        ) || f.bytes[k] == 0
+        {
             continue;
         }
-        match value.producer {
-            Some((p, _)) => events.push(Event {
+        match f.producer[k] {
+            Some(p) => events.push(Event {
                 time: start[p.index()],
                 rank: 2,
                 pos: p.index(),
@@ -336,17 +577,12 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
                 value: id,
             }),
         }
-        if outputs.contains(&id) {
+        if f.output[k] {
             continue;
         }
-        let last = value.consumers.iter().map(|&(c, _)| c).max_by(|a, b| {
-            finish[a.index()]
-                .total_cmp(&finish[b.index()])
-                .then(a.cmp(b))
-        });
-        match (last, value.producer) {
+        match (last_reader, f.producer[k]) {
             (Some(c), _) => events.push(end_event(c, id)),
-            (None, Some((p, _))) => events.push(end_event(p, id)),
+            (None, Some(p)) => events.push(end_event(p, id)),
             (None, None) => events.push(Event {
                 time: 0.0,
                 rank: 0,
@@ -356,16 +592,15 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
             }),
         }
     }
-    events.sort_by(|a, b| {
+    // Pushed in value order, so the value breaks ties as a stable sort would.
+    events.sort_unstable_by(|a, b| {
         a.time
             .total_cmp(&b.time)
             .then(a.rank.cmp(&b.rank))
             .then(a.pos.cmp(&b.pos))
             .then(a.sub.cmp(&b.sub))
+            .then(a.value.cmp(&b.value))
     });
-    let host: Vec<bool> = (0..graph.values().len())
-        .map(|k| is_host(graph, ValueId(k as u32)))
-        .collect();
     let (mut device, mut pinned) = (0u64, 0u64);
     let (mut peak_bytes, mut peak_at_ms, mut host_peak_bytes) = (0u64, 0.0f64, 0u64);
     let mut profile = Vec::with_capacity(events.len() + 1);
@@ -375,24 +610,20 @@ pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> 
         host_bytes: 0,
     });
     for e in &events {
-        let bytes = graph.value(e.value).bytes;
-        let on_host = host[e.value.index()];
+        let bytes = f.bytes[e.value.index()];
+        let on_host = f.kind[e.value.index()] == ValueKind::Host;
         let counter = if on_host { &mut pinned } else { &mut device };
         *counter = if e.sub == 0 {
             counter.checked_add(bytes)
         } else {
             counter.checked_sub(bytes)
         }
-        .ok_or(SimulateError::Overflow)?;
+        .ok_or(FlatError::Overflow)?;
         if on_host {
             if let Some(limit) = machine.pinned_bytes {
                 if pinned > limit {
-                    let node = graph
-                        .value(e.value)
-                        .producer
-                        .map_or(String::new(), |(p, _)| graph.node(p).name.clone());
-                    return Err(SimulateError::PinnedPoolExceeded {
-                        node,
+                    return Err(FlatError::PinnedPoolExceeded {
+                        value: e.value,
                         needed: pinned,
                         limit,
                     });
@@ -528,6 +759,208 @@ pub fn profile_svg(run: &Run, title: &str) -> String {
     );
     out.push_str("</svg>\n");
     out
+}
+
+/// The simulator before [`Flat`] (one pass over the [`Graph`]), kept as the reference
+/// that [`simulate`] must equal.
+#[cfg(test)]
+pub(crate) mod reference {
+    use memplan_graph::{Graph, NodeId, ValueId, ValueKind};
+
+    use super::{is_host, latency, Engine, Machine, Run, Sample, SimulateError};
+    use crate::rewrite::RECOMPUTE;
+
+    /// One memory change.
+    struct Event {
+        time: f64,
+        /// 0: time-0 allocations; 1: ends of nodes that took time; 2: node order.
+        rank: u8,
+        pos: usize,
+        /// 0: allocation, 1: release.
+        sub: u8,
+        value: ValueId,
+    }
+
+    /// Simulates `graph` on `machine` (see the module documentation).
+    pub fn simulate(graph: &Graph, machine: &Machine) -> Result<Run, SimulateError> {
+        let nodes = graph.nodes();
+        let n = nodes.len();
+        let mut preds: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        for &(from, to) in graph.control_edges() {
+            if from >= to {
+                return Err(SimulateError::ControlNotTopological {
+                    node: graph.node(to).name.clone(),
+                    from: graph.node(from).name.clone(),
+                });
+            }
+            preds[to.index()].push(from);
+        }
+        let mut start = vec![0.0f64; n];
+        let mut finish = vec![0.0f64; n];
+        let mut free = [0.0f64; 3];
+        for (i, node) in nodes.iter().enumerate() {
+            let ms = latency(node)?;
+            let engine = Engine::of(&node.op_type);
+            if node.op_type == RECOMPUTE {
+                // Its inputs must be on the device at its start. Produced before it (checked
+                // below) and freed only after their last reader, which it is, they are live
+                // then unless they are host values.
+                if let Some(v) = node.inputs.iter().flatten().find(|&&v| is_host(graph, v)) {
+                    return Err(SimulateError::RecomputeInputNotOnDevice {
+                        node: node.name.clone(),
+                        value: graph.value(*v).name.clone(),
+                    });
+                }
+            }
+            let mut t = free[engine.index()];
+            for v in node.inputs.iter().flatten() {
+                if let Some((p, _)) = graph.value(*v).producer {
+                    if p.index() >= i {
+                        return Err(SimulateError::NotTopological {
+                            node: node.name.clone(),
+                            value: graph.value(*v).name.clone(),
+                            producer: graph.node(p).name.clone(),
+                        });
+                    }
+                    t = t.max(finish[p.index()]);
+                }
+            }
+            for p in &preds[i] {
+                t = t.max(finish[p.index()]);
+            }
+            start[i] = t;
+            finish[i] = t + ms;
+            free[engine.index()] = finish[i];
+        }
+        let step_ms = finish.iter().copied().fold(0.0f64, f64::max);
+
+        // Memory events.
+        let end_event = |node: NodeId, value: ValueId| {
+            let i = node.index();
+            if finish[i] > start[i] {
+                Event {
+                    time: finish[i],
+                    rank: 1,
+                    pos: i,
+                    sub: 1,
+                    value,
+                }
+            } else {
+                Event {
+                    time: finish[i],
+                    rank: 2,
+                    pos: i,
+                    sub: 1,
+                    value,
+                }
+            }
+        };
+        let outputs: std::collections::HashSet<ValueId> = graph.outputs().iter().copied().collect();
+        let mut events = Vec::new();
+        for (k, value) in graph.values().iter().enumerate() {
+            let id = ValueId(k as u32);
+            if !(value.is_activation() || value.kind == ValueKind::Host) || value.bytes == 0 {
+                continue;
+            }
+            match value.producer {
+                Some((p, _)) => events.push(Event {
+                    time: start[p.index()],
+                    rank: 2,
+                    pos: p.index(),
+                    sub: 0,
+                    value: id,
+                }),
+                None => events.push(Event {
+                    time: 0.0,
+                    rank: 0,
+                    pos: 0,
+                    sub: 0,
+                    value: id,
+                }),
+            }
+            if outputs.contains(&id) {
+                continue;
+            }
+            let last = value.consumers.iter().map(|&(c, _)| c).max_by(|a, b| {
+                finish[a.index()]
+                    .total_cmp(&finish[b.index()])
+                    .then(a.cmp(b))
+            });
+            match (last, value.producer) {
+                (Some(c), _) => events.push(end_event(c, id)),
+                (None, Some((p, _))) => events.push(end_event(p, id)),
+                (None, None) => events.push(Event {
+                    time: 0.0,
+                    rank: 0,
+                    pos: 0,
+                    sub: 1,
+                    value: id,
+                }),
+            }
+        }
+        events.sort_by(|a, b| {
+            a.time
+                .total_cmp(&b.time)
+                .then(a.rank.cmp(&b.rank))
+                .then(a.pos.cmp(&b.pos))
+                .then(a.sub.cmp(&b.sub))
+        });
+        let host: Vec<bool> = (0..graph.values().len())
+            .map(|k| is_host(graph, ValueId(k as u32)))
+            .collect();
+        let (mut device, mut pinned) = (0u64, 0u64);
+        let (mut peak_bytes, mut peak_at_ms, mut host_peak_bytes) = (0u64, 0.0f64, 0u64);
+        let mut profile = Vec::with_capacity(events.len() + 1);
+        profile.push(Sample {
+            time_ms: 0.0,
+            device_bytes: 0,
+            host_bytes: 0,
+        });
+        for e in &events {
+            let bytes = graph.value(e.value).bytes;
+            let on_host = host[e.value.index()];
+            let counter = if on_host { &mut pinned } else { &mut device };
+            *counter = if e.sub == 0 {
+                counter.checked_add(bytes)
+            } else {
+                counter.checked_sub(bytes)
+            }
+            .ok_or(SimulateError::Overflow)?;
+            if on_host {
+                if let Some(limit) = machine.pinned_bytes {
+                    if pinned > limit {
+                        let node = graph
+                            .value(e.value)
+                            .producer
+                            .map_or(String::new(), |(p, _)| graph.node(p).name.clone());
+                        return Err(SimulateError::PinnedPoolExceeded {
+                            node,
+                            needed: pinned,
+                            limit,
+                        });
+                    }
+                }
+                host_peak_bytes = host_peak_bytes.max(pinned);
+            } else if device > peak_bytes {
+                peak_bytes = device;
+                peak_at_ms = e.time;
+            }
+            profile.push(Sample {
+                time_ms: e.time,
+                device_bytes: device,
+                host_bytes: pinned,
+            });
+        }
+        Ok(Run {
+            step_ms,
+            peak_bytes,
+            peak_at_ms,
+            host_peak_bytes,
+            start,
+            finish,
+            profile,
+        })
+    }
 }
 
 #[cfg(test)]
