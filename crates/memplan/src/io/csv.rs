@@ -77,7 +77,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
 use crate::plan::Plan;
-use crate::problem::{Buffer, Lifetime, Problem, ProblemError};
+use crate::problem::{validate_buffer, Buffer, Lifetime, NameIndex, Problem, ProblemError};
 
 /// What is wrong with a CSV input, where, and what would fix it.
 ///
@@ -111,9 +111,9 @@ impl std::error::Error for CsvError {}
 pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, false)?;
-    let mut buffers = Vec::new();
+    let mut buffers: Vec<Buffer> = Vec::new();
     let mut lines = Vec::new();
-    let mut first_line: HashMap<String, usize> = HashMap::new();
+    let mut seen = NameIndex::with_capacity(text.len() / 16);
     while let Some(record) = records.next_record()? {
         let row = header.row(&record)?;
         if let Some(offset) = row.offset {
@@ -139,7 +139,9 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
                 ));
             }
         }
-        if let Some(&first) = first_line.get(&row.name) {
+        let index = buffers.len() as u32;
+        if let Some(j) = seen.insert(&row.name, index, |j| &buffers[j as usize].name) {
+            let first = lines[j as usize];
             return Err(row.error(
                 &header,
                 Field::Id,
@@ -149,7 +151,6 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
                 ),
             ));
         }
-        first_line.insert(row.name.clone(), row.line);
         lines.push(row.line);
         buffers.push(Buffer {
             name: row.name,
@@ -161,8 +162,17 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
             hint: row.hint,
         });
     }
-    Problem::from_buffers(buffers)
-        .map_err(|error| problem_error(error, &first_line, &lines, &header))
+    drop(seen);
+    // (The row checks catch these first.)
+    for (i, buffer) in buffers.iter().enumerate() {
+        if let Err(error) = validate_buffer(buffer) {
+            let line_of = HashMap::from([(buffer.name.clone(), lines[i])]);
+            return Err(problem_error(error, &line_of, &lines, &header));
+        }
+    }
+    // The names were found unique above.
+    Problem::with_unique_names(buffers, [])
+        .map_err(|error| problem_error(error, &HashMap::new(), &lines, &header))
 }
 
 /// Reads a solution of `problem`: the problem's CSV with an `offset` cell on every row.
