@@ -436,6 +436,14 @@ impl Search {
             .filter(|b| b.fixed_offset.is_none())
             .count();
         let exact = unfixed <= EXACT_LIMIT;
+        // The bound first: on a large problem the greedy start below is what gives way
+        // to the time limit, so what comes before it must not (issue #18).
+        let (g, fixed_top) = granularity(problem);
+        let bound = max_live(problem)
+            .unwrap_or(0)
+            .max(fixed_top)
+            .checked_next_multiple_of(g)
+            .unwrap_or(u64::MAX);
         let start = if exact {
             BestOf.plan(problem)?
         } else {
@@ -459,12 +467,6 @@ impl Search {
                 .unwrap_or(started)
                 .max(started);
         }
-        let (g, fixed_top) = granularity(problem);
-        let bound = max_live(problem)
-            .unwrap_or(0)
-            .max(fixed_top)
-            .checked_next_multiple_of(g)
-            .unwrap_or(u64::MAX);
         // Decision mode: compacted plans' arenas are multiples of `g`, so a plan fits the
         // capacity iff one fits its multiple of `g` at or below.
         let capacity = self.capacity.map(|c| c - c % g);
