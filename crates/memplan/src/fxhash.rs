@@ -70,10 +70,8 @@ pub type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
 
 /// The [`FxHasher`] hash of a string (as `Hash for str` feeds it: bytes, then `0xff`).
 pub fn hash_str(text: &str) -> u64 {
-    use std::hash::{BuildHasher, Hash};
-    let mut hasher = FxBuild::default().build_hasher();
-    text.hash(&mut hasher);
-    hasher.finish()
+    use std::hash::BuildHasher;
+    FxBuild::default().hash_one(text)
 }
 
 #[cfg(test)]

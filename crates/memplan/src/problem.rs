@@ -500,6 +500,79 @@ pub(crate) fn lcm(a: u64, b: u64) -> Option<u64> {
     (a / x).checked_mul(b)
 }
 
+/// Names to indices, without keeping a copy of each name: a fast hash of the name maps to
+/// the first index with that hash, and names whose hash an earlier, different name took
+/// (rare, but easy to craft) go to a second, collision-resistant map of their own.
+/// Built by [`NameIndex::insert`]; [`Problem::ids_by_name`] gives one to look names up in.
+pub struct NameIndex<'p> {
+    by_hash: FxHashMap<u64, u32>,
+    collided: HashMap<String, u32>,
+    /// The buffers the indices point into, for [`NameIndex::get`].
+    names: Option<&'p [Buffer]>,
+}
+
+impl<'p> NameIndex<'p> {
+    pub(crate) fn with_capacity(n: usize) -> NameIndex<'p> {
+        let mut by_hash = FxHashMap::default();
+        by_hash.reserve(n);
+        NameIndex {
+            by_hash,
+            collided: HashMap::new(),
+            names: None,
+        }
+    }
+
+    /// Records `name` as `index`, unless an equal name was recorded before: then returns
+    /// that one's index (and records nothing). `name_of(j)` is the name recorded as `j`.
+    pub(crate) fn insert<'n>(
+        &mut self,
+        name: &str,
+        index: u32,
+        name_of: impl Fn(u32) -> &'n str,
+    ) -> Option<u32> {
+        match self.by_hash.entry(hash_str(name)) {
+            Entry::Vacant(slot) => {
+                slot.insert(index);
+                None
+            }
+            Entry::Occupied(slot) => {
+                let j = *slot.get();
+                if name_of(j) == name {
+                    return Some(j);
+                }
+                match self.collided.entry(name.to_string()) {
+                    Entry::Occupied(first) => Some(*first.get()),
+                    Entry::Vacant(slot) => {
+                        slot.insert(index);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// The id of the buffer named `name`, if any.
+    pub fn get(&self, name: &str) -> Option<BufferId> {
+        let names = self.names?;
+        let &j = self.by_hash.get(&hash_str(name))?;
+        if names[j as usize].name == name {
+            Some(BufferId(j))
+        } else {
+            self.collided.get(name).map(|&j| BufferId(j))
+        }
+    }
+
+    /// Number of names recorded.
+    pub fn len(&self) -> usize {
+        self.by_hash.len() + self.collided.len()
+    }
+
+    /// True when no name is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,78 +700,5 @@ mod tests {
             .with_alignment(6)
             .unwrap();
         assert_eq!(p.buffers()[0].alignment, 12);
-    }
-}
-
-/// Names to indices, without keeping a copy of each name: a fast hash of the name maps to
-/// the first index with that hash, and names whose hash an earlier, different name took
-/// (rare, but easy to craft) go to a second, collision-resistant map of their own.
-/// Built by [`NameIndex::insert`]; [`Problem::ids_by_name`] gives one to look names up in.
-pub struct NameIndex<'p> {
-    by_hash: FxHashMap<u64, u32>,
-    collided: HashMap<String, u32>,
-    /// The buffers the indices point into, for [`NameIndex::get`].
-    names: Option<&'p [Buffer]>,
-}
-
-impl<'p> NameIndex<'p> {
-    pub(crate) fn with_capacity(n: usize) -> NameIndex<'p> {
-        let mut by_hash = FxHashMap::default();
-        by_hash.reserve(n);
-        NameIndex {
-            by_hash,
-            collided: HashMap::new(),
-            names: None,
-        }
-    }
-
-    /// Records `name` as `index`, unless an equal name was recorded before: then returns
-    /// that one's index (and records nothing). `name_of(j)` is the name recorded as `j`.
-    pub(crate) fn insert<'n>(
-        &mut self,
-        name: &str,
-        index: u32,
-        name_of: impl Fn(u32) -> &'n str,
-    ) -> Option<u32> {
-        match self.by_hash.entry(hash_str(name)) {
-            Entry::Vacant(slot) => {
-                slot.insert(index);
-                None
-            }
-            Entry::Occupied(slot) => {
-                let j = *slot.get();
-                if name_of(j) == name {
-                    return Some(j);
-                }
-                match self.collided.entry(name.to_string()) {
-                    Entry::Occupied(first) => Some(*first.get()),
-                    Entry::Vacant(slot) => {
-                        slot.insert(index);
-                        None
-                    }
-                }
-            }
-        }
-    }
-
-    /// The id of the buffer named `name`, if any.
-    pub fn get(&self, name: &str) -> Option<BufferId> {
-        let names = self.names?;
-        let &j = self.by_hash.get(&hash_str(name))?;
-        if names[j as usize].name == name {
-            Some(BufferId(j))
-        } else {
-            self.collided.get(name).map(|&j| BufferId(j))
-        }
-    }
-
-    /// Number of names recorded.
-    pub fn len(&self) -> usize {
-        self.by_hash.len() + self.collided.len()
-    }
-
-    /// True when no name is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }

@@ -195,6 +195,17 @@ pub fn read_solution_aligned(
     source: &str,
     problem: &Problem,
 ) -> Result<(Plan, Problem), CsvError> {
+    read_solution_realigned(text, source, problem)
+        .map(|(plan, aligned)| (plan, aligned.unwrap_or_else(|| problem.clone())))
+}
+
+/// [`read_solution_aligned`] without a copy of `problem` when no row raises an alignment
+/// (`None`: check against `problem` itself).
+pub fn read_solution_realigned(
+    text: &str,
+    source: &str,
+    problem: &Problem,
+) -> Result<(Plan, Option<Problem>), CsvError> {
     let mut alignments: Vec<u64> = problem.buffers().iter().map(|b| b.alignment).collect();
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, true)?;
@@ -339,6 +350,19 @@ pub fn read_solution_aligned(
             ),
         });
     }
+    let unchanged = problem
+        .buffers()
+        .iter()
+        .zip(&alignments)
+        .all(|(b, &a)| a != 0 && b.alignment % a == 0);
+    let plan = Plan {
+        offsets: offsets.into_iter().flatten().collect(),
+        arena_bytes: None,
+        extents: None,
+    };
+    if unchanged {
+        return Ok((plan, None));
+    }
     let aligned = problem
         .with_alignments(&alignments)
         .map_err(|error| CsvError {
@@ -347,12 +371,7 @@ pub fn read_solution_aligned(
             column: Some("alignment".into()),
             message: format!("the alignments of the solution do not fit its problem: {error}"),
         })?;
-    let plan = Plan {
-        offsets: offsets.into_iter().flatten().collect(),
-        arena_bytes: None,
-        extents: None,
-    };
-    Ok((plan, aligned))
+    Ok((plan, Some(aligned)))
 }
 
 /// Writes a problem as minimalloc CSV (see the module documentation for the columns).
