@@ -60,7 +60,7 @@ struct Outcome {
 /// read), so the bound computed since is taken off it, and so is a reserve for what follows
 /// the search, the check of its plan and the writing of the output, estimated as
 /// [`POST_SEARCH_RESERVE`] times `bound_time` (the bound's sweep, like the check's, is
-/// `O(n log n)` over the same buffers).
+/// `O(n log n)` over the same buffers), at most 2/5 of the limit.
 fn run_search(
     args: &SearchArgs,
     problem: &Problem,
@@ -69,7 +69,10 @@ fn run_search(
 ) -> Result<Outcome> {
     let rules = Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?;
     let limit = Duration::from_secs_f64(args.time_limit);
-    let reserve = bound_time.saturating_mul(POST_SEARCH_RESERVE);
+    // At most 2/5 of the limit: the rest is the search's, its greedy start first.
+    let reserve = bound_time
+        .saturating_mul(POST_SEARCH_RESERVE)
+        .min(limit.mul_f64(0.4));
     let options = Search {
         time_limit: limit.saturating_sub(ready.elapsed() + reserve),
         node_limit: None,
