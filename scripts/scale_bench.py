@@ -25,15 +25,24 @@ import argparse
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 
 
-def timed(cmd):
-    """Runs cmd under /usr/bin/time -v; returns (wall s, user s, max RSS KiB, stdout)."""
-    proc = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True)
-    err = proc.stderr
+def timed(cmd, timeout=None):
+    """Runs cmd under /usr/bin/time -v; returns (wall s, user s, max RSS KiB, stdout), or
+    None when it ran past `timeout` seconds (then it is killed)."""
+    # Its own process group, so that a timeout kills memplan too, not only `time`.
+    proc = subprocess.Popen(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
 
@@ -45,7 +54,9 @@ def timed(cmd):
     secs = 0.0
     for part in wall.split(":"):
         secs = secs * 60 + float(part)
-    return secs, float(field("User time (seconds)")), int(field("Maximum resident set size (kbytes)")), proc.stdout
+    read = re.search(r"timing: read ([0-9.]+) s", err)
+    return (secs, float(field("User time (seconds)")), int(field("Maximum resident set size (kbytes)")),
+            float(read.group(1)) if read else None)
 
 
 def family(path):
@@ -56,9 +67,14 @@ def family(path):
 
 
 def main():
+    # `memplan plan` prints its phases' times (the read's goes in search rows).
+    os.environ["MEMPLAN_TIMINGS"] = "1"
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--planners", default="best-of,strip")
+    ap.add_argument("--planners", default="best-of,strip",
+                    help="comma-separated; `search@5` runs `--planner search --time-limit 5`")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="kill a plan run after this many seconds and print `> T`")
     ap.add_argument("--memplan", default="target/release/memplan")
     ap.add_argument("--no-check", action="store_true", help="skip `memplan check`")
     ap.add_argument("--check-only", action="store_true",
@@ -79,8 +95,21 @@ def main():
             planners = args.planners.split(",")[:1] if args.check_only else args.planners.split(",")
             for planner in planners:
                 out = os.path.join(tmp, "plan.csv")
-                wall, user, rss, _ = timed([args.memplan, "plan", path, "--planner", planner,
-                                            "--format", "csv", "--output", out])
+                name = os.path.basename(path)
+                extra = []
+                if "@" in planner:
+                    base, limit = planner.split("@")
+                    extra = ["--planner", base, "--time-limit", limit]
+                else:
+                    extra = ["--planner", planner]
+                run = timed([args.memplan, "plan", path] + extra +
+                            ["--format", "csv", "--output", out], args.timeout)
+                if run is None:
+                    print(f"| {name} | {n} | plan {planner} | > {args.timeout:.0f} | | | |", flush=True)
+                    continue
+                wall, user, rss, read = run
+                if read is not None and "@" in planner:
+                    planner = f"{planner} (read {read:.2f} s)"
                 arena = 0
                 with open(out) as f:
                     header = f.readline().strip().split(",")
@@ -88,9 +117,8 @@ def main():
                     for line in f:
                         cols = line.split(",")
                         arena = max(arena, int(cols[o]) + int(cols[s]))
-                name = os.path.basename(path)
                 print(f"| {name} | {n} | plan {planner} | {wall:.2f} | {user:.2f} | {rss / 1024:.0f} | {arena / bound:.4f} |", flush=True)
-                results[(family(path)[0], planner, n)] = (wall, user)
+                results[(family(path)[0], planner.split(" ")[0], n)] = (wall, user)
                 if not args.no_check:
                     cw, cu, crss, _ = timed([args.memplan, "check", path, out])
                     print(f"| {name} | {n} | check ({planner}'s plan) | {cw:.2f} | {cu:.2f} | {crss / 1024:.0f} | |", flush=True)

@@ -330,17 +330,25 @@ pub fn exclusive_plan_rules(path: &Path, summary: &json::PlanSummary) -> Result<
 ///
 /// Returns the plan and the problem to check it against: `problem` with every buffer's
 /// alignment raised to what the plan records (a plan JSON's `alignment`, a solution
-/// CSV's `alignment` column), so that a plan is held to the alignment it claims.
-pub fn read_plan(path: &Path, problem: &Problem, alignment: u64) -> Result<(Plan, Problem)> {
+/// CSV's `alignment` column), so that a plan is held to the alignment it claims; `None`
+/// when that is `problem` itself (no copy: on 10^7 buffers it doubled check's memory).
+pub fn read_plan(
+    path: &Path,
+    problem: &Problem,
+    alignment: u64,
+) -> Result<(Plan, Option<Problem>)> {
     let text = read_text(path)?;
     let source = path.display().to_string();
     if memplan::io::is_json(&text) {
         let plan = json::read_plan_json(&text, &source, problem)?;
+        if alignment <= 1 {
+            return Ok((plan, None));
+        }
         let aligned = problem
-            .with_alignment(alignment.max(1))
+            .with_alignment(alignment)
             .with_context(|| format!("'{}': its \"alignment\" {alignment}", path.display()))?;
-        Ok((plan, aligned))
+        Ok((plan, Some(aligned)))
     } else {
-        Ok(csv::read_solution_aligned(&text, &source, problem)?)
+        Ok(csv::read_solution_realigned(&text, &source, problem)?)
     }
 }

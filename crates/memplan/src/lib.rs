@@ -27,6 +27,7 @@ pub mod bound;
 pub mod checker;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod fxhash;
 pub mod io;
 pub mod orders;
 pub mod plan;

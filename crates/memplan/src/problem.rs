@@ -22,7 +22,10 @@
 //! A buffer may have size 0 (ExecuTorch passes zero-size tensor specs, e.g. 106 in
 //! ResNet-50): it occupies no byte, so it shares bytes with nothing; see [`Buffer`].
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+
+use crate::fxhash::{hash_str, FxHashMap};
 use std::fmt;
 
 /// Index of a buffer inside one [`Problem`]: `problem.buffers()[id.index()]`.
@@ -257,17 +260,42 @@ impl Problem {
         if buffers.len() > u32::MAX as usize {
             return Err(ProblemError::TooManyBuffers { len: buffers.len() });
         }
-        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(buffers.len());
+        let mut seen = NameIndex::with_capacity(buffers.len());
         for (index, buffer) in buffers.iter().enumerate() {
             validate_buffer(buffer)?;
-            if let Some(first) = seen.insert(buffer.name.as_str(), index) {
+            if let Some(first) =
+                seen.insert(&buffer.name, index as u32, |j| &buffers[j as usize].name)
+            {
                 return Err(ProblemError::DuplicateName {
                     name: buffer.name.clone(),
-                    first,
+                    first: first as usize,
                     second: index,
                 });
             }
         }
+        Problem::with_valid_buffers(buffers, conflicts)
+    }
+
+    /// [`Problem::new`] for buffers whose names the caller has already found unique
+    /// (`io::csv::read_problem`): every other check is made.
+    pub(crate) fn with_unique_names(
+        buffers: Vec<Buffer>,
+        conflicts: impl IntoIterator<Item = (BufferId, BufferId)>,
+    ) -> Result<Problem, ProblemError> {
+        if buffers.len() > u32::MAX as usize {
+            return Err(ProblemError::TooManyBuffers { len: buffers.len() });
+        }
+        for buffer in &buffers {
+            validate_buffer(buffer)?;
+        }
+        Problem::with_valid_buffers(buffers, conflicts)
+    }
+
+    /// The conflict pairs' checks, the buffers being valid and their names unique.
+    fn with_valid_buffers(
+        buffers: Vec<Buffer>,
+        conflicts: impl IntoIterator<Item = (BufferId, BufferId)>,
+    ) -> Result<Problem, ProblemError> {
         let mut pairs = Vec::new();
         for (a, b) in conflicts {
             for id in [a, b] {
@@ -331,12 +359,14 @@ impl Problem {
     }
 
     /// A map from buffer name to id, for matching rows of other files to this problem.
-    pub fn ids_by_name(&self) -> HashMap<&str, BufferId> {
-        self.buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.name.as_str(), BufferId(i as u32)))
-            .collect()
+    pub fn ids_by_name(&self) -> NameIndex<'_> {
+        let mut index = NameIndex::with_capacity(self.buffers.len());
+        for (i, b) in self.buffers.iter().enumerate() {
+            // The names of a problem are unique.
+            index.insert(&b.name, i as u32, |j| &self.buffers[j as usize].name);
+        }
+        index.names = Some(&self.buffers);
+        index
     }
 
     /// Sum of all sizes (the arena of a plan that shares nothing), or `None` on overflow.
@@ -401,7 +431,7 @@ impl Problem {
     }
 }
 
-fn validate_buffer(buffer: &Buffer) -> Result<(), ProblemError> {
+pub(crate) fn validate_buffer(buffer: &Buffer) -> Result<(), ProblemError> {
     let name = || buffer.name.clone();
     let lifetime = buffer.lifetime;
     if lifetime.is_empty() {
@@ -468,6 +498,79 @@ pub(crate) fn lcm(a: u64, b: u64) -> Option<u64> {
         (x, y) = (y, x % y);
     }
     (a / x).checked_mul(b)
+}
+
+/// Names to indices, without keeping a copy of each name: a fast hash of the name maps to
+/// the first index with that hash, and names whose hash an earlier, different name took
+/// (rare, but easy to craft) go to a second, collision-resistant map of their own.
+/// Built by [`NameIndex::insert`]; [`Problem::ids_by_name`] gives one to look names up in.
+pub struct NameIndex<'p> {
+    by_hash: FxHashMap<u64, u32>,
+    collided: HashMap<String, u32>,
+    /// The buffers the indices point into, for [`NameIndex::get`].
+    names: Option<&'p [Buffer]>,
+}
+
+impl<'p> NameIndex<'p> {
+    pub(crate) fn with_capacity(n: usize) -> NameIndex<'p> {
+        let mut by_hash = FxHashMap::default();
+        by_hash.reserve(n);
+        NameIndex {
+            by_hash,
+            collided: HashMap::new(),
+            names: None,
+        }
+    }
+
+    /// Records `name` as `index`, unless an equal name was recorded before: then returns
+    /// that one's index (and records nothing). `name_of(j)` is the name recorded as `j`.
+    pub(crate) fn insert<'n>(
+        &mut self,
+        name: &str,
+        index: u32,
+        name_of: impl Fn(u32) -> &'n str,
+    ) -> Option<u32> {
+        match self.by_hash.entry(hash_str(name)) {
+            Entry::Vacant(slot) => {
+                slot.insert(index);
+                None
+            }
+            Entry::Occupied(slot) => {
+                let j = *slot.get();
+                if name_of(j) == name {
+                    return Some(j);
+                }
+                match self.collided.entry(name.to_string()) {
+                    Entry::Occupied(first) => Some(*first.get()),
+                    Entry::Vacant(slot) => {
+                        slot.insert(index);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// The id of the buffer named `name`, if any.
+    pub fn get(&self, name: &str) -> Option<BufferId> {
+        let names = self.names?;
+        let &j = self.by_hash.get(&hash_str(name))?;
+        if names[j as usize].name == name {
+            Some(BufferId(j))
+        } else {
+            self.collided.get(name).map(|&j| BufferId(j))
+        }
+    }
+
+    /// Number of names recorded.
+    pub fn len(&self) -> usize {
+        self.by_hash.len() + self.collided.len()
+    }
+
+    /// True when no name is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]

@@ -767,3 +767,36 @@ fn probe_lowers_the_arena_under_a_node_limit() {
     );
     assert!(with.arena < without.arena);
 }
+
+/// Issue #18: a large problem whose time limit is spent before the greedy start ends still
+/// gets a valid plan, soon (the sweep stacks what it has not placed on top).
+#[test]
+fn a_spent_time_limit_still_gives_a_valid_plan_at_scale() {
+    let n = 110_000u64; // above best-of's SCALE_FROM: the chronological sweep alone
+    let buffers: Vec<Buffer> = (0..n)
+        .map(|i| {
+            Buffer::new(
+                format!("b{i}"),
+                1 + i * 7919 % 4093,
+                i / 7,
+                i / 7 + 1 + i % 97,
+            )
+        })
+        .collect();
+    let problem = Problem::from_buffers(buffers).unwrap();
+    let search = Search {
+        time_limit: Duration::ZERO,
+        threads: 1,
+        ..Search::default()
+    };
+    let started = std::time::Instant::now();
+    let outcome = search.run(&problem, None).unwrap();
+    let elapsed = started.elapsed();
+    let report = memplan::checker::check(&problem, &outcome.plan);
+    assert!(report.is_valid(), "{:?}", report.violations.first());
+    assert_eq!(report.arena_bytes, Some(outcome.arena));
+    let full = BestOf.plan(&problem).unwrap();
+    assert!(outcome.arena > full.arena_bytes.unwrap(), "cut short");
+    // Generous (debug build, shared machine): the full greedy start alone takes longer.
+    assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
+}

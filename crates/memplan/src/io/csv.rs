@@ -77,7 +77,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
 use crate::plan::Plan;
-use crate::problem::{Buffer, Lifetime, Problem, ProblemError};
+use crate::problem::{validate_buffer, Buffer, Lifetime, NameIndex, Problem, ProblemError};
 use crate::render::printable;
 
 /// What is wrong with a CSV input, where, and what would fix it.
@@ -112,9 +112,9 @@ impl std::error::Error for CsvError {}
 pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, false)?;
-    let mut buffers = Vec::new();
+    let mut buffers: Vec<Buffer> = Vec::new();
     let mut lines = Vec::new();
-    let mut first_line: HashMap<String, usize> = HashMap::new();
+    let mut seen = NameIndex::with_capacity(text.len() / 16);
     while let Some(record) = records.next_record()? {
         let row = header.row(&record)?;
         if let Some(offset) = row.offset {
@@ -140,7 +140,9 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
                 ));
             }
         }
-        if let Some(&first) = first_line.get(&row.name) {
+        let index = buffers.len() as u32;
+        if let Some(j) = seen.insert(&row.name, index, |j| &buffers[j as usize].name) {
+            let first = lines[j as usize];
             return Err(row.error(
                 &header,
                 Field::Id,
@@ -150,7 +152,6 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
                 ),
             ));
         }
-        first_line.insert(row.name.clone(), row.line);
         lines.push(row.line);
         buffers.push(Buffer {
             name: row.name,
@@ -162,8 +163,17 @@ pub fn read_problem(text: &str, source: &str) -> Result<Problem, CsvError> {
             hint: row.hint,
         });
     }
-    Problem::from_buffers(buffers)
-        .map_err(|error| problem_error(error, &first_line, &lines, &header))
+    drop(seen);
+    // (The row checks catch these first.)
+    for (i, buffer) in buffers.iter().enumerate() {
+        if let Err(error) = validate_buffer(buffer) {
+            let line_of = HashMap::from([(buffer.name.clone(), lines[i])]);
+            return Err(problem_error(error, &line_of, &lines, &header));
+        }
+    }
+    // The names were found unique above.
+    Problem::with_unique_names(buffers, [])
+        .map_err(|error| problem_error(error, &HashMap::new(), &lines, &header))
 }
 
 /// Reads a solution of `problem`: the problem's CSV with an `offset` cell on every row.
@@ -186,6 +196,17 @@ pub fn read_solution_aligned(
     source: &str,
     problem: &Problem,
 ) -> Result<(Plan, Problem), CsvError> {
+    read_solution_realigned(text, source, problem)
+        .map(|(plan, aligned)| (plan, aligned.unwrap_or_else(|| problem.clone())))
+}
+
+/// [`read_solution_aligned`] without a copy of `problem` when no row raises an alignment
+/// (`None`: check against `problem` itself).
+pub fn read_solution_realigned(
+    text: &str,
+    source: &str,
+    problem: &Problem,
+) -> Result<(Plan, Option<Problem>), CsvError> {
     let mut alignments: Vec<u64> = problem.buffers().iter().map(|b| b.alignment).collect();
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, true)?;
@@ -330,6 +351,19 @@ pub fn read_solution_aligned(
             ),
         });
     }
+    let unchanged = problem
+        .buffers()
+        .iter()
+        .zip(&alignments)
+        .all(|(b, &a)| a != 0 && b.alignment % a == 0);
+    let plan = Plan {
+        offsets: offsets.into_iter().flatten().collect(),
+        arena_bytes: None,
+        extents: None,
+    };
+    if unchanged {
+        return Ok((plan, None));
+    }
     let aligned = problem
         .with_alignments(&alignments)
         .map_err(|error| CsvError {
@@ -338,12 +372,7 @@ pub fn read_solution_aligned(
             column: Some("alignment".into()),
             message: format!("the alignments of the solution do not fit its problem: {error}"),
         })?;
-    let plan = Plan {
-        offsets: offsets.into_iter().flatten().collect(),
-        arena_bytes: None,
-        extents: None,
-    };
-    Ok((plan, aligned))
+    Ok((plan, Some(aligned)))
 }
 
 /// Writes a problem as minimalloc CSV (see the module documentation for the columns).

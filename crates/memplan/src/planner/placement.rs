@@ -127,6 +127,12 @@ pub(crate) struct Engine<'p> {
     leaves: usize,
     /// Case 1 lists: placed segments whose start leaf is below the node.
     by_start: Vec<Vec<Range>>,
+    /// `read[node]`: some segment's case 1 query visits the node, so its `by_start` list
+    /// is ever read. Every segment is known in advance, and the lists of the other nodes
+    /// (those high above short lifetimes) are never kept: the plans are the same, and the
+    /// longest lists are not paid for (issue #18: a third of `strip`'s time on 10^5 random
+    /// buffers went into keeping them).
+    read: Vec<bool>,
     /// Case 2 lists: placed segments covering (strictly) every start below the node.
     covering: Vec<Vec<Range>>,
     /// `conflict_partners[conflict_first[i]..conflict_first[i + 1]]`: buffer `i`'s partners.
@@ -279,7 +285,7 @@ impl<'p> Engine<'p> {
         starts.sort_unstable();
         starts.dedup();
         let leaves = starts.len();
-        let segments = raw
+        let segments: Vec<Segment> = raw
             .iter()
             .map(|s| Segment {
                 start_leaf: starts.partition_point(|&t| t < s.start) as u32,
@@ -308,10 +314,31 @@ impl<'p> Engine<'p> {
             fill[b.index()] += 1;
         }
 
+        let mut read = vec![false; 2 * leaves];
+        for s in &segments {
+            let (mut l, mut r) = (
+                s.start_leaf as usize + leaves,
+                s.end_bound as usize + leaves,
+            );
+            while l < r {
+                if l & 1 == 1 {
+                    read[l] = true;
+                    l += 1;
+                }
+                if r & 1 == 1 {
+                    r -= 1;
+                    read[r] = true;
+                }
+                l >>= 1;
+                r >>= 1;
+            }
+        }
+
         Engine {
             problem,
             segment_first,
             segments,
+            read,
             leaves,
             by_start: vec![Vec::new(); 2 * leaves],
             covering: vec![Vec::new(); 2 * leaves],
@@ -503,7 +530,9 @@ impl<'p> Engine<'p> {
             let segment = self.segments[index];
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
-                self.insert(false, p, range);
+                if self.read[p] {
+                    self.insert(false, p, range);
+                }
                 p >>= 1;
             }
             let (mut l, mut r) = (
@@ -805,11 +834,16 @@ pub(crate) fn plan_in_order(
 }
 
 /// How many buffers [`plan_in_order`] places between two looks at the clock.
-const DEADLINE_EVERY: u32 = 1024;
+pub(crate) const DEADLINE_EVERY: u32 = 1024;
 
 thread_local! {
     /// The deadline of [`plan_in_order`] on this thread ([`with_deadline`]).
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The deadline set by [`with_deadline`] on this thread, if any.
+pub(crate) fn current_deadline() -> Option<Instant> {
+    DEADLINE.with(Cell::get)
 }
 
 /// Runs `f` with a deadline for the greedy planners on this thread: past it,
@@ -880,5 +914,61 @@ mod tests {
         assert_eq!(got, vec![(200, 201), (300, 301)]);
         engine.gather(5);
         assert_eq!(engine.scratch, vec![(100, 101)]);
+    }
+
+    /// Places `order` with `fit`, with a trial of the second half rolled back and placed
+    /// again, on an engine that keeps every `by_start` list (`all`) or only the read ones.
+    fn offsets_with(problem: &Problem, order: &[u32], fit: Fit, all: bool) -> Vec<u64> {
+        let mut engine = match fit {
+            Fit::Stacked => Engine::stacking(problem),
+            _ => Engine::new(problem),
+        };
+        if all {
+            engine.read.fill(true);
+        }
+        let half = order.len() / 2;
+        for &i in &order[..half] {
+            engine.place_with(i as usize, fit).unwrap();
+        }
+        engine.begin_trial();
+        for &i in order[half..].iter().rev() {
+            engine.place_with(i as usize, fit).unwrap();
+        }
+        engine.rollback();
+        for &i in &order[half..] {
+            engine.place_with(i as usize, fit).unwrap();
+        }
+        engine.offsets
+    }
+
+    proptest::proptest! {
+        /// Keeping only the `by_start` lists that some query reads changes no placement
+        /// (the engine before issue #18 kept them all).
+        #[test]
+        fn unread_lists_change_nothing(
+            specs in proptest::collection::vec((1u64..50, 0u64..60, 1u64..30, 0u8..4), 1..60),
+            seed in 0u64..1000,
+        ) {
+            let buffers: Vec<Buffer> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, &(size, start, len, kind))| {
+                    let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
+                    if kind == 0 && len >= 3 {
+                        b.gaps = vec![Lifetime { start: start + 1, end: start + 2 }];
+                    }
+                    b
+                })
+                .collect();
+            let problem = Problem::from_buffers(buffers).unwrap();
+            let mut order: Vec<u32> = (0..problem.len() as u32).collect();
+            order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
+            for fit in [Fit::First, Fit::Best, Fit::Stacked] {
+                proptest::prop_assert_eq!(
+                    offsets_with(&problem, &order, fit, false),
+                    offsets_with(&problem, &order, fit, true)
+                );
+            }
+        }
     }
 }

@@ -47,7 +47,9 @@
 //! in turn and the smallest arena kept (ties: the earliest variant); the portfolio stops at
 //! the first variant that reaches the threshold. A problem of `n` buffers gets at most
 //! `max(1, PORTFOLIO_BUDGET / n)` variants ([`Strip::PORTFOLIO_BUDGET`]), the first ones,
-//! so at scale the cost stays that of one run.
+//! so at scale the cost stays that of one run; likewise a problem of `n` buffers gets at
+//! most `(ADJUST_BUDGET / n - 1) / 6` adjustments ([`Strip::ADJUST_BUDGET`]), so that from
+//! 571,429 buffers on a run is one placement.
 //!
 //! Zero-size buffers would count in the orders (time overlap) and the clusters without
 //! occupying a byte: the problem is planned without them and each is put at its fixed
@@ -237,6 +239,14 @@ impl Strip {
     pub const PORTFOLIO_BUDGET: usize = 64_000;
     /// The default limit on adjustments (doc/strip.md).
     pub const DEFAULT_MAX_ITERS: u32 = 8;
+    /// A problem of `n` buffers gets at most `(ADJUST_BUDGET / n - 1) / 6` adjustments
+    /// per variant ([`Strip::adjustments_for`]), whatever `max_iters` says: a run costs
+    /// about `1 + 6 · iterations` placements of every buffer, so this caps a run near
+    /// `ADJUST_BUDGET` buffer placements. Every problem of up to 81,632 buffers keeps the
+    /// default 8 (the benchmark files have at most 62,185); 10^5 buffers get 6, and from
+    /// 571,429 buffers on there is only the first placement (issue #18: the tuning took
+    /// 129 s of 130 on 10^6 buffers).
+    pub const ADJUST_BUDGET: usize = 4_000_000;
     /// The planner with the default options: the whole portfolio.
     pub const DEFAULT: Strip = Strip {
         metric: None,
@@ -285,6 +295,12 @@ impl Strip {
         }
         out.truncate((Strip::PORTFOLIO_BUDGET / buffers.max(1)).max(1));
         out
+    }
+
+    /// The most adjustments a problem of `buffers` buffers gets ([`Strip::ADJUST_BUDGET`]).
+    pub fn adjustments_for(buffers: usize) -> u32 {
+        let placements = Strip::ADJUST_BUDGET / buffers.max(1);
+        (placements.saturating_sub(1) / 6).min(u32::MAX as usize) as u32
     }
 
     /// Plans and says how: the variant kept, iterations, the goal that stopped it, the
@@ -351,11 +367,12 @@ impl Strip {
         let mut seen = vec![(fingerprint(&order), order.clone())];
         let (mut best, mut best_iteration) = (plan.clone(), 0);
         let mut iterations = 0;
+        let max_iters = self.max_iters.min(Strip::adjustments_for(problem.len()));
         let stop = loop {
             if arena(&plan) <= threshold {
                 break Stop::Bound;
             }
-            if iterations >= self.max_iters {
+            if iterations >= max_iters {
                 break Stop::Limit;
             }
             let (next_order, next_plan) = suppress(problem, values, &order, &plan, threshold, fit)?;
@@ -654,6 +671,17 @@ mod tests {
             clusters(&p, &[4, 3, 2, 1, 0]),
             vec![vec![1, 0], vec![3, 2], vec![4]]
         );
+    }
+
+    #[test]
+    fn adjustments_shrink_with_the_problem() {
+        assert_eq!(Strip::adjustments_for(0), 666_666);
+        assert_eq!(Strip::adjustments_for(62_185), 10);
+        assert_eq!(Strip::adjustments_for(81_632), 8);
+        assert_eq!(Strip::adjustments_for(100_000), 6);
+        assert_eq!(Strip::adjustments_for(571_428), 1);
+        assert_eq!(Strip::adjustments_for(571_429), 0);
+        assert_eq!(Strip::adjustments_for(1_000_000), 0);
     }
 
     #[test]

@@ -26,6 +26,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use std::time::Instant;
+
+use super::placement::{current_deadline, DEADLINE_EVERY};
 use super::PlanError;
 use crate::plan::Plan;
 use crate::problem::Problem;
@@ -162,7 +165,22 @@ pub(crate) fn best_fit_in_start_order(
     let mut arena = Arena::default();
     let mut expiry: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut last_start = 0;
-    for id in order {
+    // Past a deadline ([`super::placement::with_deadline`]) the rest goes on top of the
+    // highest end placed so far, one above the other, as the engine's planners do.
+    let deadline = current_deadline();
+    let mut highest = 0u64;
+    let mut order = order.into_iter();
+    let mut seen = 0u32;
+    for id in order.by_ref() {
+        seen = seen.wrapping_add(1);
+        if seen % DEADLINE_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+            let b = &buffers[id as usize];
+            if b.size > 0 {
+                offsets[id as usize] = highest.next_multiple_of(b.alignment.max(1));
+                highest = offsets[id as usize] + b.size;
+            }
+            break;
+        }
         let b = &buffers[id as usize];
         debug_assert!(b.lifetime.start >= last_start, "order by lifetime start");
         last_start = b.lifetime.start;
@@ -180,6 +198,15 @@ pub(crate) fn best_fit_in_start_order(
         arena.occupy(offset, b.size);
         expiry.push(Reverse((b.lifetime.end, offset)));
         offsets[id as usize] = offset;
+        highest = highest.max(offset + b.size);
+    }
+    // (`applies` guarantees that the sum of all sizes and paddings fits.)
+    for id in order {
+        let b = &buffers[id as usize];
+        if b.size > 0 {
+            offsets[id as usize] = highest.next_multiple_of(b.alignment.max(1));
+            highest = offsets[id as usize] + b.size;
+        }
     }
     Plan::new(problem, offsets).ok_or(PlanError::ArenaOverflow)
 }
@@ -241,6 +268,33 @@ mod tests {
             let sweep = best_fit_in_start_order(&problem, order).unwrap();
             prop_assert!(check(&problem, &sweep).is_valid());
             prop_assert_eq!(sweep, engine);
+        }
+    }
+
+    #[test]
+    fn past_a_deadline_the_rest_is_stacked_validly() {
+        use crate::planner::placement::with_deadline;
+        let buffers: Vec<Buffer> = (0..5000u64)
+            .map(|i| {
+                Buffer::new(
+                    format!("b{i}"),
+                    1 + i * 7919 % 97,
+                    i / 3,
+                    i / 3 + 1 + i % 50,
+                )
+            })
+            .collect();
+        let p = Problem::from_buffers(buffers).unwrap();
+        let order = chronological(&p);
+        let full = best_fit_in_start_order(&p, order.clone()).unwrap();
+        let cut = with_deadline(Instant::now(), || best_fit_in_start_order(&p, order)).unwrap();
+        assert!(check(&p, &full).is_valid());
+        assert!(check(&p, &cut).is_valid());
+        assert!(cut.arena_bytes > full.arena_bytes);
+        // The first DEADLINE_EVERY - 1 buffers were placed as without a deadline.
+        let chrono = chronological(&p);
+        for &i in &chrono[..DEADLINE_EVERY as usize - 1] {
+            assert_eq!(cut.offsets[i as usize], full.offsets[i as usize]);
         }
     }
 
