@@ -7,28 +7,9 @@
 mod common;
 
 use common::*;
+use memplan::fuzzing::Rng;
 use memplan_onnx::fuzzing::onnx_reader;
 use memplan_onnx::proto::*;
-
-/// xorshift64*: a fixed-seed generator, so every run sees the same inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
     let mut b = seed.to_vec();
@@ -37,7 +18,7 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
         match rng.below(6) {
             0 if !b.is_empty() => b[at] ^= 1 << rng.below(8),
             1 if !b.is_empty() => b[at] = *rng.pick(&[0, 1, 0x7f, 0x80, 0xff, 0x08, 0x12]),
-            2 => b.insert(at, rng.next() as u8),
+            2 => b.insert(at, rng.next_u64() as u8),
             3 if !b.is_empty() => {
                 b.remove(at);
             }
@@ -79,7 +60,7 @@ fn random_bytes() {
     let mut rng = Rng(42);
     for _ in 0..500 {
         let len = rng.below(300);
-        let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         onnx_reader(&bytes);
     }
 }

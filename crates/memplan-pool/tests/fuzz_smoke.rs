@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use memplan::fuzzing::Rng;
 use memplan_pool::fuzzing::traces;
 use memplan_pool::{ForeignFrees, ReadOptions, Trace};
 use proptest::prelude::*;
@@ -87,22 +88,6 @@ fn a_periodic_trace_reaches_serving() {
     assert!(reached.served > 0, "{reached:?}");
 }
 
-/// xorshift64*: a tiny deterministic generator, enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 const TOKENS: &[&str] = &[
     ",",
     "\n",
@@ -135,7 +120,7 @@ fn mutate(input: &[u8], rng: &mut Rng) -> Vec<u8> {
         match rng.below(6) {
             0 if data.len() > 1 => {
                 let i = 1 + rng.below(data.len() - 1);
-                data[i] = rng.next() as u8;
+                data[i] = rng.next_u64() as u8;
             }
             1 | 2 => {
                 let token = TOKENS[rng.below(TOKENS.len())].as_bytes();

@@ -6,24 +6,9 @@
 
 use std::path::Path;
 
+use memplan::fuzzing::Rng;
 use memplan_swap::fuzzing::pipedream_reader;
 use memplan_swap::pipedream::{parse, training_step};
-
-/// xorshift64*: a fixed-seed generator, so every run sees the same inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 /// The seed files, by name.
 fn seeds() -> Vec<(String, Vec<u8>)> {
@@ -80,7 +65,7 @@ fn truncations_and_byte_mutations() {
                 match rng.below(4) {
                     0 => b[at] ^= 1 << rng.below(8),
                     1 => b[at] = b"\t\n-=,.;[]0123456789e"[rng.below(20)],
-                    2 => b.insert(at, rng.next() as u8),
+                    2 => b.insert(at, rng.next_u64() as u8),
                     _ => {
                         b.remove(at);
                     }

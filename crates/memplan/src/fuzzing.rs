@@ -9,6 +9,30 @@ use crate::planner::{self, PlanError};
 use crate::problem::{Buffer, Problem};
 use crate::{bound, checker};
 
+/// xorshift64*: a tiny fixed-seed generator for the smoke tests' mutations, so that every
+/// run sees the same inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform enough in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// One of `items` (not empty).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
 /// Problems with more buffers than this are read and round-tripped, but not planned, so that
 /// one input stays cheap (the reference checker is quadratic).
 pub const MAX_PLANNED_BUFFERS: usize = 200;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use memplan::fuzzing::{csv_reader, MAX_PLANNED_BUFFERS};
+use memplan::fuzzing::{csv_reader, Rng, MAX_PLANNED_BUFFERS};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 
@@ -64,22 +64,6 @@ fn hand_picked_corner_cases() {
     csv_reader(big.as_bytes());
 }
 
-/// xorshift64*: a tiny deterministic generator, enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 const TOKENS: &[&str] = &[
     ",",
     "\n",
@@ -125,7 +109,7 @@ fn mutate(input: &[u8], rng: &mut Rng) -> Vec<u8> {
         match rng.below(7) {
             0 if !data.is_empty() => {
                 let i = rng.below(data.len());
-                data[i] = rng.next() as u8;
+                data[i] = rng.next_u64() as u8;
             }
             1 | 2 => {
                 let token = TOKENS[rng.below(TOKENS.len())].as_bytes();
@@ -152,8 +136,8 @@ fn mutate(input: &[u8], rng: &mut Rng) -> Vec<u8> {
                     let number = match rng.below(4) {
                         0 => "0".to_string(),
                         1 => u64::MAX.to_string(),
-                        2 => (rng.next() % 64).to_string(),
-                        _ => rng.next().to_string(),
+                        2 => (rng.next_u64() % 64).to_string(),
+                        _ => rng.next_u64().to_string(),
                     };
                     data.splice(start..end, number.bytes());
                 }
