@@ -89,3 +89,40 @@ pub fn pipedream_reader(data: &[u8]) {
         report.violations
     );
 }
+
+/// One layer of a generated PipeDream profile: forward and backward ms, activation KiB,
+/// in place, and the earlier layers it reads (as offsets back from itself).
+pub type Layer = (u32, u32, u32, bool, Vec<usize>);
+
+/// A PipeDream `graph.txt` profile of `layers` after an input, for property tests: an
+/// in-place layer (not the first) writes into its predecessor and has 1 byte of
+/// activation; every layer reads its predecessor first, then its skips.
+pub fn profile_text(layers: &[Layer]) -> String {
+    let mut text = String::from(
+        "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=4096.000, parameter_size=0.000\n",
+    );
+    let mut edges = String::new();
+    for (i, (fwd, bwd, size, inplace, back)) in layers.iter().enumerate() {
+        let id = i + 2;
+        let (kind, size) = if *inplace && i > 0 {
+            ("ReLU(inplace)", 1)
+        } else {
+            ("Conv2d(3, 8)", *size as u64 * 1024)
+        };
+        text.push_str(&format!(
+            "node{id} -- {kind} -- forward_compute_time={fwd}.000, backward_compute_time={bwd}.000, activation_size={size}.000, parameter_size=64.000\n"
+        ));
+        // The previous layer first (in-place layers write into it), then skips.
+        let mut preds = vec![id - 1];
+        for &b in back {
+            let p = id.saturating_sub(b + 2).max(1);
+            if !preds.contains(&p) {
+                preds.push(p);
+            }
+        }
+        for p in preds {
+            edges.push_str(&format!("\tnode{p} -- node{id}\n"));
+        }
+    }
+    text + &edges
+}

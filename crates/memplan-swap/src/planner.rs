@@ -891,41 +891,14 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::fuzzing::{profile_text, Layer};
     use crate::pipedream::{parse, training_step};
     use crate::rewrite::{rewrite, rewrite_and_simulate, Codec, SLOW_PATH};
     use crate::simulate::{reference, Flat};
 
-    /// One layer: forward and backward ms, activation KiB, in place, skips back.
-    type Layer = (u32, u32, u32, bool, Vec<usize>);
-
-    /// A PipeDream profile of `layers` after an input (as `tests/rewrite_props.rs`).
+    /// The training step of a generated profile (`crate::fuzzing::profile_text`).
     fn training(layers: &[Layer]) -> Graph {
-        let mut text = String::from(
-            "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=4096.000, parameter_size=0.000\n",
-        );
-        let mut edges = String::new();
-        for (i, (fwd, bwd, size, inplace, back)) in layers.iter().enumerate() {
-            let id = i + 2;
-            let (kind, size) = if *inplace && i > 0 {
-                ("ReLU(inplace)", 1)
-            } else {
-                ("Conv2d(3, 8)", *size as u64 * 1024)
-            };
-            text.push_str(&format!(
-                "node{id} -- {kind} -- forward_compute_time={fwd}.000, backward_compute_time={bwd}.000, activation_size={size}.000, parameter_size=64.000\n"
-            ));
-            let mut preds = vec![id - 1];
-            for &b in back {
-                let p = id.saturating_sub(b + 2).max(1);
-                if !preds.contains(&p) {
-                    preds.push(p);
-                }
-            }
-            for p in preds {
-                edges.push_str(&format!("\tnode{p} -- node{id}\n"));
-            }
-        }
-        training_step(&parse(&(text + &edges), "random").unwrap())
+        training_step(&parse(&profile_text(layers), "random").unwrap())
             .unwrap()
             .graph
     }

@@ -4,6 +4,7 @@
 
 use memplan_graph::{analyse as analyse_memory, read_graph_json, write_graph_json, Attribute};
 use memplan_graph::{Graph, ValueId};
+use memplan_swap::fuzzing::{profile_text, Layer};
 use memplan_swap::pipedream::{parse, training_step};
 use memplan_swap::planner::{group_candidates, plan, Goal, Improvements, Planner, Setup};
 use memplan_swap::rewrite::{
@@ -14,41 +15,6 @@ use memplan_swap::select::{candidates, Params};
 use memplan_swap::simulate::{is_host, no_swap, simulate, Machine};
 use memplan_swap::timing::analyse;
 use proptest::prelude::*;
-
-/// One layer: forward and backward ms, activation bytes, in place, and the earlier
-/// layers it reads (as offsets back from itself).
-type Layer = (u32, u32, u32, bool, Vec<usize>);
-
-fn profile_text(layers: &[Layer]) -> String {
-    let mut text = String::from(
-        "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=4096.000, parameter_size=0.000\n",
-    );
-    let mut edges = String::new();
-    for (i, (fwd, bwd, size, inplace, back)) in layers.iter().enumerate() {
-        let id = i + 2;
-        let (kind, size) = if *inplace && i > 0 {
-            ("ReLU(inplace)", 1)
-        } else {
-            ("Conv2d(3, 8)", *size as u64 * 1024)
-        };
-        text.push_str(&format!(
-            "node{id} -- {kind} -- forward_compute_time={}.000, backward_compute_time={}.000, activation_size={size}.000, parameter_size=64.000\n",
-            fwd, bwd
-        ));
-        // The previous layer first (in-place layers write into it), then skips.
-        let mut preds = vec![id - 1];
-        for &b in back {
-            let p = id.saturating_sub(b + 2).max(1);
-            if !preds.contains(&p) {
-                preds.push(p);
-            }
-        }
-        for p in preds {
-            edges.push_str(&format!("\tnode{p} -- node{id}\n"));
-        }
-    }
-    text + &edges
-}
 
 fn layers() -> impl Strategy<Value = Vec<Layer>> {
     prop::collection::vec(
