@@ -98,13 +98,15 @@ fn check_with(name: &str, options: &ImportOptions) -> memplan_graph::Graph {
         want.len(),
         bad.join("\n")
     );
-    let plan = planner::by_name("best-of")
-        .unwrap()
-        .plan(&analysis.problem)
-        .unwrap();
-    let report = checker::check(&analysis.problem, &plan);
-    assert!(report.is_valid(), "{name}: {:?}", report.violations);
+    assert_plans_validly(&analysis.problem, name);
     graph
+}
+
+/// `best-of` plans `problem` and the checker accepts the plan.
+fn assert_plans_validly(problem: &memplan::Problem, name: &str) {
+    let plan = planner::by_name("best-of").unwrap().plan(problem).unwrap();
+    let report = checker::check(problem, &plan);
+    assert!(report.is_valid(), "{name}: {:?}", report.violations);
 }
 
 fn check(name: &str) -> memplan_graph::Graph {
@@ -451,11 +453,7 @@ fn body_values_computed_from_a_bound_are_bounded() {
         (256, 8, 9)
     );
     assert_eq!(bytes_and_life(&graph, &a, "nz"), (512, 1, 9));
-    let plan = planner::by_name("best-of")
-        .unwrap()
-        .plan(&a.problem)
-        .unwrap();
-    assert!(checker::check(&a.problem, &plan).is_valid());
+    assert_plans_validly(&a.problem, "control_bodies");
 }
 
 #[test]
@@ -487,11 +485,7 @@ fn body_values_never_take_an_outer_name() {
         "loop/body/acc_out#1"
     );
     let a = analyse(&graph, Order::File, Options::default()).unwrap();
-    let plan = planner::by_name("best-of")
-        .unwrap()
-        .plan(&a.problem)
-        .unwrap();
-    assert!(checker::check(&a.problem, &plan).is_valid());
+    assert_plans_validly(&a.problem, "control_flow");
 }
 
 #[test]
@@ -529,11 +523,7 @@ fn topological_order_keeps_control_flow_windows_together() {
         }
     }
     let a = analyse(&graph, Order::Topological, Options::default()).unwrap();
-    let plan = planner::by_name("best-of")
-        .unwrap()
-        .plan(&a.problem)
-        .unwrap();
-    assert!(checker::check(&a.problem, &plan).is_valid());
+    assert_plans_validly(&a.problem, "control_bodies");
 }
 
 #[test]
