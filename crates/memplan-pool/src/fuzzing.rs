@@ -181,6 +181,12 @@ fn train_every_iteration(trace: &Trace) -> u32 {
     plans
 }
 
+/// A server for the plan `best-of` trains on `period`, if it trains one.
+fn start_serving(period: &online::Period) -> Option<Server> {
+    online::train(period, &memplan::planner::BestOf)
+        .map(|schedule| Server::starting_at(schedule, 0))
+}
+
 /// Drives the in-process pool with the trace: every allocation is recorded; once the
 /// recorder finds a period (or, with iteration marks, two identical iterations), the
 /// period is trained and later requests are served. Checks every offset served; returns
@@ -221,8 +227,7 @@ fn serve(trace: &Trace) -> u32 {
                     });
                     live.insert(event.id, (block, range));
                     if let (None, Some(period)) = (&server, period) {
-                        server = online::train(&period, &memplan::planner::BestOf)
-                            .map(|schedule| Server::starting_at(schedule, 0));
+                        server = start_serving(&period);
                     }
                 }
                 Op::Free => {
@@ -237,8 +242,7 @@ fn serve(trace: &Trace) -> u32 {
         }
         if server.is_none() {
             if let Some(period) = recorder.mark() {
-                server = online::train(&period, &memplan::planner::BestOf)
-                    .map(|schedule| Server::starting_at(schedule, 0));
+                server = start_serving(&period);
             }
         }
     }
