@@ -800,3 +800,46 @@ fn a_spent_time_limit_still_gives_a_valid_plan_at_scale() {
     // Generous (debug build, shared machine): the full greedy start alone takes longer.
     assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
 }
+
+/// Sizes in KiB with alignment 1 (as in the MiniMalloc suite): every compacted arena is a
+/// multiple of 1,024, so an exhausted search at the bound raises it by 1,024 bytes, not by
+/// one (which would need 1,024 refutations of the same plans for one real step).
+#[test]
+fn the_bound_moves_in_steps_of_the_sizes_gcd_when_alignments_divide_it() {
+    // Optimum 43 against max-live 42 (see `decompose_reduces_search_nodes_on_independent_parts`).
+    let unit = ablation_instance(220, 16);
+    let buffers: Vec<Buffer> = unit
+        .buffers()
+        .iter()
+        .map(|b| {
+            Buffer::new(
+                b.name.clone(),
+                b.size * 1024,
+                b.lifetime.start,
+                b.lifetime.end,
+            )
+        })
+        .collect();
+    let problem = Problem::from_buffers(buffers).unwrap();
+    assert_eq!(bound::max_live(&problem), Some(42 * 1024));
+    // Without restarts one thread searches at the bound only (the prover), so the bound
+    // rises by refutations; stopped at any node count, it is a multiple of 1,024.
+    let mut raised = 0;
+    for limit in (1..=400).step_by(3) {
+        let search = Search {
+            rules: Rules {
+                restarts: false,
+                ..Rules::DEFAULT
+            },
+            node_limit: Some(limit),
+            ..exact()
+        };
+        let outcome = run(&search, &problem);
+        assert_eq!(outcome.lower_bound % 1024, 0, "node limit {limit}");
+        raised += usize::from(outcome.lower_bound > 42 * 1024);
+        if outcome.proven_optimal {
+            assert_eq!(outcome.arena, 43 * 1024);
+        }
+    }
+    assert!(raised > 0, "no run refuted max-live");
+}
