@@ -75,7 +75,7 @@ fn run_search(
         .min(limit.mul_f64(0.4));
     let options = Search {
         time_limit: limit.saturating_sub(ready.elapsed() + reserve),
-        node_limit: None,
+        node_limit: args.node_limit,
         seed: args.seed,
         threads: args.threads,
         rules,

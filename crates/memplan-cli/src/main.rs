@@ -361,6 +361,11 @@ pub struct SearchArgs {
     /// limit ran out first; the plan written is the best found either way.
     #[arg(long, value_name = "BYTES")]
     pub capacity: Option<u64>,
+    /// search: stop after this many search nodes (all threads together), or at the time
+    /// limit if that comes first. With `--threads 1` a run that a node limit ends is
+    /// deterministic, whatever the machine's load: benchmarks compare planners this way.
+    #[arg(long, value_name = "NODES")]
+    pub node_limit: Option<u64>,
 }
 
 fn parse_millis(text: &str) -> Result<f64, String> {

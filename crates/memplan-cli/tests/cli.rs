@@ -2214,3 +2214,35 @@ fn all_orders_plans_are_checked_for_every_order() {
         stdout(&out)
     );
 }
+
+#[test]
+fn search_node_limit_with_one_thread_is_deterministic() {
+    let file = root().join("../shared/benchmarks/minimalloc/challenging/D.1048576.csv");
+    if !file.exists() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let run = || {
+        let out = memplan(&[
+            "plan",
+            file.to_str().unwrap(),
+            "--planner",
+            "search",
+            "--threads",
+            "1",
+            "--node-limit",
+            "20000",
+            "--time-limit",
+            "600",
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (first, second) = (run(), run());
+    assert_eq!(first["search_stop"], "node-limit");
+    assert!(first["search_nodes"].as_u64().unwrap() >= 20_000);
+    assert_eq!(first["arena_bytes"], second["arena_bytes"]);
+    assert_eq!(first["buffers"], second["buffers"]);
+}
