@@ -740,32 +740,41 @@ fn a_passed_deadline_cuts_the_greedy_start_short_with_a_valid_plan() {
     assert_eq!(outcome.stop, Stop::TimeLimit);
 }
 
-/// `probe`: on minimalloc J, one thread, 100,000 nodes: once the improver's aim has reached
-/// the incumbent, random caps in the top third of the gap, each searched like a decision
-/// from a small budget, reach a lower arena than caps just below the incumbent (measured:
-/// 1,039,360 against 1,050,624; D 1,039,360 against 1,065,984).
+/// `probe`: on minimalloc D and J, one thread, 100,000 nodes, seeds 0-4: once the
+/// improver's aim has reached the incumbent, random caps in the top third of the gap,
+/// each searched like a decision from a small budget, reach lower arenas in all than caps
+/// just below the incumbent. Seed by seed it is a lottery (measured with `g` = 1,024: J
+/// 1,054,720 1,035,264 1,053,696 1,032,192 1,050,624 with it, 1,050,624 1,041,408
+/// 1,053,696 1,032,192 1,049,600 without; D 1,034,240 1,053,696 1,042,432 1,032,192
+/// 1,050,624 and 1,065,984 1,048,576 1,038,336 1,037,312 1,050,624), so the test compares
+/// the totals.
 #[test]
 fn probe_lowers_the_arena_under_a_node_limit() {
-    let Some(j) = challenging("J") else {
+    let (Some(d), Some(j)) = (challenging("D"), challenging("J")) else {
         return;
     };
-    let solve = |probe: bool| {
-        let search = Search {
-            rules: Rules {
-                probe,
-                ..Rules::DEFAULT
-            },
-            node_limit: Some(100_000),
-            ..exact()
-        };
-        run(&search, &j)
+    let total = |probe: bool| -> u64 {
+        let mut arenas = Vec::new();
+        for problem in [&d, &j] {
+            for seed in 0..5 {
+                let search = Search {
+                    rules: Rules {
+                        probe,
+                        ..Rules::DEFAULT
+                    },
+                    node_limit: Some(100_000),
+                    seed,
+                    ..exact()
+                };
+                arenas.push(run(&search, problem).arena);
+            }
+        }
+        eprintln!("probe {probe}: D and J, seeds 0-4: {arenas:?}");
+        arenas.iter().sum()
     };
-    let (with, without) = (solve(true), solve(false));
-    eprintln!(
-        "probe: arena {} with it, {} without ({} and {} nodes)",
-        with.arena, without.arena, with.nodes, without.nodes
-    );
-    assert!(with.arena < without.arena);
+    let (with, without) = (total(true), total(false));
+    eprintln!("probe: total {with} with it, {without} without");
+    assert!(with < without);
 }
 
 /// Issue #18: a large problem whose time limit is spent before the greedy start ends still
