@@ -395,26 +395,167 @@ impl<T: Copy + Ord> RangeMax<T> {
     }
 }
 
-/// A node to insert: its name, op, input, output value and latency.
+/// What an inserted node does: its op and the form of its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Compress,
+    SwapOut,
+    SwapIn,
+    Decompress,
+    Recompute,
+}
+
+impl Role {
+    const ALL: [Role; 5] = [
+        Role::Compress,
+        Role::SwapOut,
+        Role::SwapIn,
+        Role::Decompress,
+        Role::Recompute,
+    ];
+
+    fn op(self) -> &'static str {
+        match self {
+            Role::Compress => COMPRESS,
+            Role::SwapOut => SWAP_OUT,
+            Role::SwapIn => SWAP_IN,
+            Role::Decompress => DECOMPRESS,
+            Role::Recompute => RECOMPUTE,
+        }
+    }
+
+    /// What its node's name starts with, before a `:`.
+    fn prefix(self) -> &'static str {
+        match self {
+            Role::Compress => "compress",
+            Role::SwapOut => "swapout",
+            Role::SwapIn => "swapin",
+            Role::Decompress => "decompress",
+            Role::Recompute => "recompute",
+        }
+    }
+}
+
+/// A node to insert, without its name (made by [`Insert::name`] when a graph is built):
+/// the tensor it reduces or restores and the reader a restore serves, its slot (it runs
+/// after original node `slot - 1`; slot 0 first), its input (`None`: a recomputation,
+/// which reads its producer's inputs), output and latency.
 struct Insert {
-    name: String,
-    op: &'static str,
-    inputs: Vec<Option<ValueId>>,
-    outputs: Vec<ValueId>,
-    attributes: BTreeMap<String, memplan_graph::Attribute>,
+    role: Role,
+    value: ValueId,
+    reader: Option<NodeId>,
+    slot: usize,
+    /// 0 unless moved to a later slot by the serialization of restores: then 1 + the
+    /// number of restores moved before it (it runs after those that were in its slot).
+    moved: usize,
+    input: Option<ValueId>,
+    output: ValueId,
     ms: f64,
 }
 
 impl Insert {
-    /// A reduction or restore node of one input and one output.
-    fn unary(name: String, op: &'static str, input: ValueId, output: ValueId, ms: f64) -> Insert {
-        Insert {
-            name,
-            op,
-            inputs: vec![Some(input)],
-            outputs: vec![output],
-            attributes: BTreeMap::new(),
-            ms,
+    /// `{prefix}:{tensor}` for reductions, `{prefix}:{tensor}@{reader}` for restores.
+    fn name(&self, graph: &Graph) -> String {
+        let v = &graph.value(self.value).name;
+        match self.reader {
+            Some(r) => format!("{}:{v}@{}", self.role.prefix(), graph.node(r).name),
+            None => format!("{}:{v}", self.role.prefix()),
+        }
+    }
+
+    /// Its data inputs, by slot: its input, or those of the recomputed tensor's producer.
+    fn inputs<'a>(&'a self, graph: &'a Graph) -> &'a [Option<ValueId>] {
+        match self.input {
+            Some(_) => std::slice::from_ref(&self.input),
+            None => {
+                let (p, _) = graph.value(self.value).producer.expect("validated");
+                &graph.node(p).inputs
+            }
+        }
+    }
+
+    /// Where it goes in the node order: by slot; in a slot the reductions, then the
+    /// copies back, then the other restores; each group in the order they were laid
+    /// out, restores moved into the slot last.
+    fn order_key(&self, index: usize) -> (usize, u8, usize, usize) {
+        let group = match self.role {
+            Role::Compress | Role::SwapOut => 0,
+            Role::SwapIn => 1,
+            Role::Decompress | Role::Recompute => 2,
+        };
+        (self.slot, group, self.moved, index)
+    }
+}
+
+/// A node of the rewritten graph, before it is built: an original node or an inserted one
+/// (by its index in [`Layout::inserts`]).
+#[derive(Clone, Copy, Debug)]
+enum At {
+    Node(NodeId),
+    Insert(usize),
+}
+
+/// What a rewrite needs of its input graph's names: per value and per node whether the
+/// names a rewrite makes from it (`{prefix}:{value}`, `{prefix}:{value}@{reader}`,
+/// `{value}@{suffix}`) can be told apart without making them. A value qualifies when
+/// its name has no `@` and no name in the graph starts with it followed by `@` (nor a
+/// node name with `{prefix}:` and it); a reader when its name has no `@` and is neither
+/// `host` nor a codec's name. A rewrite of qualifying values read back by qualifying
+/// readers makes names that are new (not in the graph) and pairwise distinct: in each,
+/// the first `@` ends the tensor's name, and the suffixes of one tensor differ. Other
+/// rewrites check their names one by one.
+struct Names {
+    value_ok: Vec<bool>,
+    reader_ok: Vec<bool>,
+}
+
+impl Names {
+    fn new(graph: &Graph) -> Names {
+        let mut value_ok: Vec<bool> = graph
+            .values()
+            .iter()
+            .map(|v| !v.name.contains('@'))
+            .collect();
+        // `name` could be a name made from value `u` when `u`'s name is `name` or `name`
+        // up to one of its `@`.
+        let mut taken = |name: &str| {
+            let cuts = name.match_indices('@').map(|(i, _)| i);
+            for end in cuts.chain([name.len()]) {
+                if let Some(u) = graph.value_by_name(&name[..end]) {
+                    value_ok[u.index()] = false;
+                }
+            }
+        };
+        for v in graph.values() {
+            if v.name.contains('@') {
+                taken(&v.name);
+            }
+        }
+        for node in graph.nodes() {
+            for role in Role::ALL {
+                let rest = node
+                    .name
+                    .strip_prefix(role.prefix())
+                    .and_then(|r| r.strip_prefix(':'));
+                if let Some(rest) = rest {
+                    taken(rest);
+                }
+            }
+        }
+        let reserved = |name: &str| {
+            name == "host"
+                || [Codec::Fp16, Codec::Fp24, Codec::Int8]
+                    .iter()
+                    .any(|c| c.name() == name)
+        };
+        let reader_ok = graph
+            .nodes()
+            .iter()
+            .map(|node| !node.name.contains('@') && !reserved(&node.name))
+            .collect();
+        Names {
+            value_ok,
+            reader_ok,
         }
     }
 }
@@ -467,6 +608,7 @@ pub(crate) struct Prepared<'a> {
     levels: OnceCell<Vec<usize>>,
     /// The graph's [`Flat`], and whether its nodes' outputs pass [`check`]'s host rule.
     flat: OnceCell<(Flat, bool)>,
+    names: OnceCell<Names>,
 }
 
 impl<'a> Prepared<'a> {
@@ -488,6 +630,7 @@ impl<'a> Prepared<'a> {
             queues: OnceCell::new(),
             levels: OnceCell::new(),
             flat: OnceCell::new(),
+            names: OnceCell::new(),
         }
     }
 
@@ -613,23 +756,80 @@ fn simulate_reference(
     }
 }
 
+/// A new value of a rewrite, without its name (made by [`NewValue::name`] when a graph is
+/// built): `{tensor}@{suffix}`, of `dtype` and `bytes`, with the tensor's shape or none.
+struct NewValue {
+    of: ValueId,
+    suffix: Suffix,
+    dtype: DType,
+    bytes: u64,
+    kind: ValueKind,
+    /// Whether it has the tensor's shape (else none).
+    shaped: bool,
+}
+
+/// What a new value's name adds to its tensor's, after an `@`.
+#[derive(Clone, Copy, Debug)]
+enum Suffix {
+    /// The compressed tensor: the codec's name.
+    Codec(Codec),
+    /// The copy on the host: `host`.
+    Host,
+    /// A compressed copy back for a reader: `{codec}@{reader}`.
+    CodecFor(Codec, NodeId),
+    /// The restored tensor for a reader: the reader's name.
+    For(NodeId),
+}
+
+impl NewValue {
+    fn name(&self, graph: &Graph) -> String {
+        let v = &graph.value(self.of).name;
+        match self.suffix {
+            Suffix::Codec(c) => format!("{v}@{}", c.name()),
+            Suffix::Host => format!("{v}@host"),
+            Suffix::CodecFor(c, r) => format!("{v}@{}@{}", c.name(), graph.node(r).name),
+            Suffix::For(r) => format!("{v}@{}", graph.node(r).name),
+        }
+    }
+
+    fn shape<'g>(&self, graph: &'g Graph) -> Option<&'g Vec<u64>> {
+        self.shaped
+            .then(|| graph.value(self.of).shape.as_ref())
+            .flatten()
+    }
+
+    /// The value [`Layout::build`] adds.
+    fn value(&self, graph: &Graph) -> Value {
+        let mut value = Value::with_bytes(self.name(graph), self.dtype, self.bytes, self.kind);
+        value.shape = self.shape(graph).cloned();
+        value
+    }
+}
+
 /// The new values of a rewrite, added as [`Graph::add_value`] would add them to a copy
 /// of the input graph (the same ids and errors).
 struct NewValues<'g> {
     graph: &'g Graph,
-    names: HashSet<String>,
-    values: Vec<Value>,
+    /// The names so far, when the rewrite's names must be checked one by one ([`Names`]);
+    /// `None` when they are known to be new and distinct.
+    names: Option<HashSet<String>>,
+    values: Vec<NewValue>,
 }
 
 impl NewValues<'_> {
-    fn add_value(&mut self, mut value: Value) -> Result<ValueId, GraphError> {
-        if self.graph.value_by_name(&value.name).is_some() || self.names.contains(&value.name) {
-            return Err(GraphError::DuplicateValue { name: value.name });
+    fn add_value(&mut self, value: NewValue) -> Result<ValueId, GraphError> {
+        let graph = self.graph;
+        if let Some(names) = &mut self.names {
+            let name = value.name(graph);
+            if graph.value_by_name(&name).is_some() || names.contains(&name) {
+                return Err(GraphError::DuplicateValue { name });
+            }
+            names.insert(name);
         }
-        if let Some(shape) = &value.shape {
+        if let Some(shape) = value.shape(graph) {
             if memplan_graph::ir::shape_bytes(value.dtype, shape) != Some(value.bytes) {
                 return Err(GraphError::BytesMismatch {
-                    name: value.name.clone(),
+                    name: value.name(graph),
                     dtype: value.dtype,
                     shape: shape.clone(),
                     bytes: value.bytes,
@@ -637,25 +837,24 @@ impl NewValues<'_> {
             }
         }
         let id = ValueId(
-            u32::try_from(self.graph.values().len() + self.values.len())
+            u32::try_from(graph.values().len() + self.values.len())
                 .map_err(|_| GraphError::TooLarge)?,
         );
-        value.producer = None;
-        value.consumers.clear();
-        self.names.insert(value.name.clone());
         self.values.push(value);
         Ok(id)
     }
 }
 
-/// A rewrite decided but not built: the new values, the inserted nodes by slot, the
-/// rerouted inputs and the new control edges.
+/// A rewrite decided but not built: the new values, the inserted nodes, the rerouted
+/// inputs and the new control edges.
 struct Layout {
-    values: Vec<Value>,
-    reductions: Vec<Vec<Insert>>,
-    restores: Vec<Vec<Insert>>,
+    values: Vec<NewValue>,
+    inserts: Vec<Insert>,
+    /// Whether the names of `values` and `inserts` are known to be new and distinct
+    /// ([`Names`]); if not, only [`Layout::build`] checks the nodes' names.
+    plain: bool,
     reroute: HashMap<(NodeId, ValueId), ValueId>,
-    edges: Vec<(String, String)>,
+    edges: Vec<(At, At)>,
     tensors: usize,
     bytes: u64,
     restore_count: usize,
@@ -673,7 +872,6 @@ fn layout(
     if !reduction.is_valid() {
         return Err(RewriteError::EmptyReduction);
     }
-    let n = graph.nodes().len();
     let machine = &options.machine;
     let compute = &prepared.compute;
     // Validate the requests.
@@ -722,6 +920,11 @@ fn layout(
         }
         requests.push((swap.value, producer, readers));
     }
+    // Whether the new names are known to be new and distinct.
+    let names = prepared.names.get_or_init(|| Names::new(graph));
+    let plain = requests.iter().all(|(value, _, readers)| {
+        names.value_ok[value.index()] && readers.iter().all(|r| names.reader_ok[r.index()])
+    });
     let run = match (options.prefetch, options.serialize_reductions) {
         (Prefetch::Slack | Prefetch::Queued, _) | (_, Serialize::AfterCopy) => match given {
             Some(run) => Some(std::borrow::Cow::Borrowed(run)),
@@ -772,24 +975,30 @@ fn layout(
 
     let mut new_graph = NewValues {
         graph,
-        names: HashSet::new(),
+        names: (!plain).then(HashSet::new),
         values: Vec::new(),
     };
+    // A new activation: `of`'s name and the suffix, with `of`'s shape when `shaped`.
     let add =
-        |g: &mut NewValues, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
-            let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
-            value.shape = shape;
-            g.add_value(value)
+        |g: &mut NewValues, of: ValueId, suffix: Suffix, dtype: DType, bytes: u64, shaped: bool| {
+            g.add_value(NewValue {
+                of,
+                suffix,
+                dtype,
+                bytes,
+                kind: ValueKind::Activation,
+                shaped,
+            })
         };
-    // Inserted nodes by slot: slot s runs after original node s - 1 (slot 0 first).
-    let mut reductions: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
-    let mut restores: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
+    // Inserted nodes, each with its slot: slot s runs after original node s - 1 (slot 0
+    // first).
+    let mut inserts: Vec<Insert> = Vec::new();
     // Rerouted inputs: (reader, value) -> restored value.
     let mut reroute: HashMap<(NodeId, ValueId), ValueId> = HashMap::new();
-    // Control edges named by node name (resolved once all nodes exist).
-    let mut edges: Vec<(String, String)> = Vec::new();
-    // (reader position, value, name of the restore's first node) for serialization.
-    let mut restore_heads: Vec<(usize, ValueId, String)> = Vec::new();
+    // Control edges.
+    let mut edges: Vec<(At, At)> = Vec::new();
+    // (reader position, value, the restore's first node) for serialization.
+    let mut restore_heads: Vec<(usize, ValueId, usize)> = Vec::new();
     let mut bytes_total = 0u64;
     let mut restore_count = 0usize;
     for (value, producer, readers) in &requests {
@@ -799,21 +1008,29 @@ fn layout(
             .ok_or(GraphError::TooLarge)?;
         let wire = reduction.wire_bytes(v.bytes);
         let slot = producer.map_or(0, |p| p + 1);
+        // A node inserted for this tensor (and `reader`, a restore).
+        let insert = |role, reader, slot, input, output, ms| Insert {
+            role,
+            value: *value,
+            reader,
+            slot,
+            moved: 0,
+            input,
+            output,
+            ms,
+        };
         // Reduction chain (none for recomputation).
-        let pushed_before = reductions[slot].len();
+        let mut last_reduction = None;
         let mut current = *value;
         if let Some(codec) = reduction.codec {
-            let out = add(
-                &mut new_graph,
-                format!("{}@{}", v.name, codec.name()),
-                codec.dtype(),
-                wire,
+            let suffix = Suffix::Codec(codec);
+            let out = add(&mut new_graph, *value, suffix, codec.dtype(), wire, false)?;
+            last_reduction = Some(inserts.len());
+            inserts.push(insert(
+                Role::Compress,
                 None,
-            )?;
-            reductions[slot].push(Insert::unary(
-                format!("compress:{}", v.name),
-                COMPRESS,
-                current,
+                slot,
+                Some(current),
                 out,
                 machine.codec_ms(v.bytes),
             ));
@@ -821,26 +1038,25 @@ fn layout(
         }
         let mut stored = current;
         if reduction.to_host {
-            let mut host = Value::with_bytes(
-                format!("{}@host", v.name),
-                reduction.codec.map_or(v.dtype, Codec::dtype),
-                wire,
-                ValueKind::Host,
-            );
-            host.shape = None;
-            let out = new_graph.add_value(host)?;
-            reductions[slot].push(Insert::unary(
-                format!("swapout:{}", v.name),
-                SWAP_OUT,
-                current,
+            let out = new_graph.add_value(NewValue {
+                of: *value,
+                suffix: Suffix::Host,
+                dtype: reduction.codec.map_or(v.dtype, Codec::dtype),
+                bytes: wire,
+                kind: ValueKind::Host,
+                shaped: false,
+            })?;
+            last_reduction = Some(inserts.len());
+            inserts.push(insert(
+                Role::SwapOut,
+                None,
+                slot,
+                Some(current),
                 out,
                 machine.copy_ms(Engine::DeviceToHost, wire),
             ));
             stored = out;
         }
-        let last_reduction = reductions[slot][pushed_before..]
-            .last()
-            .map(|i| i.name.clone());
         if options.serialize_reductions != Serialize::None && last_reduction.is_some() {
             // Readers that keep the device copy (not rerouted to a restore).
             let keepers = v
@@ -868,27 +1084,22 @@ fn layout(
                 }
                 _ => None,
             };
-            if let (Some(t), Some(red)) = (target, &last_reduction) {
-                edges.push((red.clone(), graph.nodes()[t].name.clone()));
+            if let (Some(t), Some(red)) = (target, last_reduction) {
+                edges.push((At::Insert(red), At::Node(NodeId(t as u32))));
             }
         }
         // Restores.
         for &reader in readers {
             let c = reader.index();
-            let reader_name = &graph.node(reader).name;
             restore_count += 1;
             let mut current = stored;
             let mut head = None;
             if reduction.to_host {
-                let (dtype, shape) = match reduction.codec {
-                    Some(codec) => (codec.dtype(), None),
-                    None => (v.dtype, v.shape.clone()),
+                let (suffix, dtype, shaped) = match reduction.codec {
+                    Some(codec) => (Suffix::CodecFor(codec, reader), codec.dtype(), false),
+                    None => (Suffix::For(reader), v.dtype, true),
                 };
-                let name = match reduction.codec {
-                    Some(codec) => format!("{}@{}@{reader_name}", v.name, codec.name()),
-                    None => format!("{}@{reader_name}", v.name),
-                };
-                let out = add(&mut new_graph, name, dtype, wire, shape)?;
+                let out = add(&mut new_graph, *value, suffix, dtype, wire, shaped)?;
                 let low = producer.map_or(0, |p| p + 1);
                 let source = match options.prefetch {
                     Prefetch::Slack => {
@@ -935,38 +1146,34 @@ fn layout(
                         .and_then(|top| (low..c).rev().find(|&u| compute[u] && levels[u] <= top)),
                     Prefetch::None => None,
                 };
-                let name = format!("swapin:{}@{reader_name}", v.name);
+                let me = inserts.len();
                 if let Some(u) = source {
-                    edges.push((graph.nodes()[u].name.clone(), name.clone()));
+                    edges.push((At::Node(NodeId(u as u32)), At::Insert(me)));
                 }
                 let at = source.map_or(slot, |u| (u + 1).max(slot));
-                restore_heads.push((c, *value, name.clone()));
+                restore_heads.push((c, *value, me));
                 head = Some(at);
-                restores[at].push(Insert::unary(
-                    name,
-                    SWAP_IN,
-                    current,
+                inserts.push(insert(
+                    Role::SwapIn,
+                    Some(reader),
+                    at,
+                    Some(current),
                     out,
                     machine.copy_ms(Engine::HostToDevice, wire),
                 ));
                 current = out;
             }
             if reduction.codec.is_some() {
-                let out = add(
-                    &mut new_graph,
-                    format!("{}@{reader_name}", v.name),
-                    v.dtype,
-                    v.bytes,
-                    v.shape.clone(),
-                )?;
-                let name = format!("decompress:{}@{reader_name}", v.name);
+                let suffix = Suffix::For(reader);
+                let out = add(&mut new_graph, *value, suffix, v.dtype, v.bytes, true)?;
                 if head.is_none() {
-                    restore_heads.push((c, *value, name.clone()));
+                    restore_heads.push((c, *value, inserts.len()));
                 }
-                restores[c].push(Insert::unary(
-                    name,
-                    DECOMPRESS,
-                    current,
+                inserts.push(insert(
+                    Role::Decompress,
+                    Some(reader),
+                    c,
+                    Some(current),
                     out,
                     machine.codec_ms(v.bytes),
                 ));
@@ -975,70 +1182,44 @@ fn layout(
             if reduction.recompute {
                 // Validated above: a compute producer with one output and a latency.
                 let p = &graph.nodes()[producer.expect("validated")];
-                current = add(
-                    &mut new_graph,
-                    format!("{}@{reader_name}", v.name),
-                    v.dtype,
-                    v.bytes,
-                    v.shape.clone(),
-                )?;
-                let name = format!("recompute:{}@{reader_name}", v.name);
-                restore_heads.push((c, *value, name.clone()));
-                let mut attributes = p.attributes.clone();
-                attributes.insert(
-                    RECOMPUTES.to_string(),
-                    memplan_graph::Attribute::String(p.name.clone()),
-                );
-                restores[c].push(Insert {
-                    name,
-                    op: RECOMPUTE,
-                    inputs: p.inputs.clone(),
-                    outputs: vec![current],
-                    attributes,
-                    ms: p.latency_ms.expect("validated"),
-                });
+                let suffix = Suffix::For(reader);
+                current = add(&mut new_graph, *value, suffix, v.dtype, v.bytes, true)?;
+                restore_heads.push((c, *value, inserts.len()));
+                inserts.push(insert(
+                    Role::Recompute,
+                    Some(reader),
+                    c,
+                    None,
+                    current,
+                    p.latency_ms.expect("validated"),
+                ));
             }
             reroute.insert((reader, *value), current);
         }
     }
     // Serialization of restores: reader of the previous restore -> next restore. The
     // restore must then be placed after that reader.
-    let mut moves: Vec<(String, usize)> = Vec::new();
+    let mut moved = 0;
     if options.serialize_restores {
         restore_heads.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         for pair in restore_heads.windows(2) {
             let (prev, next) = (&pair[0], &pair[1]);
             if prev.0 < next.0 {
-                edges.push((graph.nodes()[prev.0].name.clone(), next.2.clone()));
-                moves.push((next.2.clone(), prev.0 + 1));
-            }
-        }
-    }
-    if !moves.is_empty() {
-        let mut slot_of: HashMap<String, usize> = HashMap::new();
-        for (s, inserts) in restores.iter().enumerate() {
-            for insert in inserts {
-                slot_of.insert(insert.name.clone(), s);
-            }
-        }
-        for (name, at_least) in moves {
-            let s = slot_of[&name];
-            if s < at_least {
-                let k = restores[s]
-                    .iter()
-                    .position(|i| i.name == name)
-                    .expect("indexed above");
-                let insert = restores[s].remove(k);
-                restores[at_least].push(insert);
-                slot_of.insert(name, at_least);
+                edges.push((At::Node(NodeId(prev.0 as u32)), At::Insert(next.2)));
+                let insert = &mut inserts[next.2];
+                if insert.slot < prev.0 + 1 {
+                    insert.slot = prev.0 + 1;
+                    moved += 1;
+                    insert.moved = moved;
+                }
             }
         }
     }
 
     Ok(Layout {
         values: new_graph.values,
-        reductions,
-        restores,
+        inserts,
+        plain,
         reroute,
         edges,
         tensors: requests.len(),
@@ -1048,54 +1229,76 @@ fn layout(
 }
 
 impl Layout {
+    /// The inserted nodes' indices in [`Layout::inserts`], in the order they are emitted
+    /// ([`Insert::order_key`]), and for each slot `s` where its nodes start in that list
+    /// (`starts[s]..starts[s + 1]`).
+    fn emission(&self, n: usize) -> (Vec<usize>, Vec<usize>) {
+        let mut order: Vec<usize> = (0..self.inserts.len()).collect();
+        order.sort_unstable_by_key(|&k| self.inserts[k].order_key(k));
+        let mut starts = vec![0usize; n + 2];
+        for insert in &self.inserts {
+            starts[insert.slot + 1] += 1;
+        }
+        for s in 0..=n {
+            starts[s + 1] += starts[s];
+        }
+        (order, starts)
+    }
+
     /// The rewritten graph.
     fn build(self, graph: &Graph) -> Result<Rewritten, RewriteError> {
+        let n = graph.nodes().len();
+        let (order, starts) = self.emission(n);
         let Layout {
             values,
-            mut reductions,
-            mut restores,
+            inserts,
             reroute,
             edges,
             tensors,
             bytes,
             restore_count,
+            ..
         } = self;
-        let n = graph.nodes().len();
-        let inserted: usize = reductions.iter().chain(&restores).map(Vec::len).sum();
         let mut new_graph = Graph::with_capacity(
             graph.name.clone(),
-            n + inserted,
+            n + inserts.len(),
             graph.values().len() + values.len(),
         );
-        for value in graph.values().iter().chain(&values) {
+        for value in graph.values() {
             new_graph.add_value(value.clone())?;
+        }
+        for value in &values {
+            new_graph.add_value(value.value(graph))?;
         }
         // Emit the nodes: slot 0, then each original node followed by its slot.
         let mut node_map = Vec::with_capacity(n);
-        let emit = |g: &mut Graph,
-                    slot: usize,
-                    reductions: &mut Vec<Vec<Insert>>,
-                    restores: &mut Vec<Vec<Insert>>|
-         -> Result<(), GraphError> {
-            // Copies back before decompressions: a moved copy may share its reader's slot.
-            let mut restored = std::mem::take(&mut restores[slot]);
-            restored.sort_by_key(|insert| insert.op != SWAP_IN);
-            for insert in std::mem::take(&mut reductions[slot])
-                .into_iter()
-                .chain(restored)
-            {
+        let mut insert_ids = vec![NodeId(0); inserts.len()];
+        let mut emit = |g: &mut Graph, slot: usize| -> Result<(), GraphError> {
+            for &k in &order[starts[slot]..starts[slot + 1]] {
+                let insert = &inserts[k];
+                let mut attributes = BTreeMap::new();
+                if insert.role == Role::Recompute {
+                    let (p, _) = graph.value(insert.value).producer.expect("validated");
+                    let p = graph.node(p);
+                    attributes = p.attributes.clone();
+                    attributes.insert(
+                        RECOMPUTES.to_string(),
+                        memplan_graph::Attribute::String(p.name.clone()),
+                    );
+                }
                 let id = g.add_node(
-                    insert.name,
-                    insert.op,
-                    insert.inputs,
-                    insert.outputs,
-                    insert.attributes,
+                    insert.name(graph),
+                    insert.role.op(),
+                    insert.inputs(graph).to_vec(),
+                    vec![insert.output],
+                    attributes,
                 )?;
                 g.set_latency(id, Some(insert.ms));
+                insert_ids[k] = id;
             }
             Ok(())
         };
-        emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
+        emit(&mut new_graph, 0)?;
         for (i, node) in graph.nodes().iter().enumerate() {
             let me = NodeId(i as u32);
             let inputs = node
@@ -1113,17 +1316,19 @@ impl Layout {
             new_graph.set_latency(id, node.latency_ms);
             new_graph.set_domain(id, node.domain.clone());
             node_map.push(id);
-            emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
+            emit(&mut new_graph, i + 1)?;
         }
         new_graph.set_inputs(graph.inputs().to_vec())?;
         new_graph.set_outputs(graph.outputs().to_vec())?;
         for &(from, to) in graph.control_edges() {
             new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
         }
-        for (from, to) in edges {
-            let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
-            let (a, b) = (id(&from), id(&to));
-            new_graph.add_control_edge(a, b)?;
+        let id = |at: At| match at {
+            At::Node(u) => node_map[u.index()],
+            At::Insert(k) => insert_ids[k],
+        };
+        for &(from, to) in &edges {
+            new_graph.add_control_edge(id(from), id(to))?;
         }
         check(&new_graph)?;
         Ok(Rewritten {
@@ -1136,22 +1341,18 @@ impl Layout {
     }
 
     /// The [`Flat`] arrays of the graph [`Layout::build`] would build; `None` when that
-    /// graph would not pass [`check`] or a new node's name is taken (build it for the
-    /// error).
+    /// graph would not pass [`check`] or its new names are not known to be new and
+    /// distinct ([`Names`]; build it for the error, if any).
     fn flat(&self, graph: &Graph, prepared: &Prepared) -> Option<Flat> {
         let (base, base_writes_ok) = prepared.flat();
-        if !base_writes_ok {
+        if !base_writes_ok || !self.plain {
             return None;
         }
         let n = graph.nodes().len();
         let base_values = graph.values().len();
-        let inserted: usize = self
-            .reductions
-            .iter()
-            .chain(&self.restores)
-            .map(Vec::len)
-            .sum();
+        let inserted = self.inserts.len();
         let total = n + inserted;
+        let (order, starts) = self.emission(n);
         let mut flat = Flat {
             engine: Vec::with_capacity(total),
             recompute: Vec::with_capacity(total),
@@ -1165,7 +1366,7 @@ impl Layout {
         let mut producer: Vec<Option<NodeId>> = vec![None; values];
         // Whether the new nodes' outputs pass [`check`]'s host rule.
         let mut writes_ok = true;
-        let mut names: HashMap<&str, NodeId> = HashMap::with_capacity(inserted);
+        let mut insert_ids = vec![NodeId(0); inserted];
         let mut node_map = Vec::with_capacity(n);
         let mut rerouted = vec![false; n];
         for &(reader, _) in self.reroute.keys() {
@@ -1178,37 +1379,23 @@ impl Layout {
                 self.values[v.index() - base_values].kind
             }
         };
-        let mut emit = |flat: &mut Flat,
-                        producer: &mut Vec<Option<NodeId>>,
-                        writes_ok: &mut bool,
-                        slot: usize|
-         -> bool {
-            let restored = self.restores[slot].iter();
-            let copies = restored.clone().filter(|i| i.op == SWAP_IN);
-            let others = restored.filter(|i| i.op != SWAP_IN);
-            for insert in self.reductions[slot].iter().chain(copies).chain(others) {
+        let mut emit = |flat: &mut Flat, producer: &mut Vec<Option<NodeId>>, slot: usize| {
+            for &k in &order[starts[slot]..starts[slot + 1]] {
+                let insert = &self.inserts[k];
                 let id = NodeId(flat.engine.len() as u32);
-                if graph.node_by_name(&insert.name).is_some()
-                    || names.insert(&insert.name, id).is_some()
-                {
-                    return false;
-                }
-                for &o in &insert.outputs {
-                    producer[o.index()] = Some(id);
-                    *writes_ok &= (kind(o) == ValueKind::Host) == (insert.op == SWAP_OUT);
-                }
+                insert_ids[k] = id;
+                producer[insert.output.index()] = Some(id);
+                writes_ok &=
+                    (kind(insert.output) == ValueKind::Host) == (insert.role == Role::SwapOut);
                 flat.push_node(
-                    Engine::of(insert.op),
-                    insert.op == RECOMPUTE,
+                    Engine::of(insert.role.op()),
+                    insert.role == Role::Recompute,
                     Some(insert.ms),
-                    insert.inputs.iter().flatten().copied(),
+                    insert.inputs(graph).iter().flatten().copied(),
                 );
             }
-            true
         };
-        if !emit(&mut flat, &mut producer, &mut writes_ok, 0) {
-            return None;
-        }
+        emit(&mut flat, &mut producer, 0);
         for (i, &moved) in rerouted.iter().enumerate() {
             let id = NodeId(flat.engine.len() as u32);
             let inputs = &base.inputs[base.input_start[i]..base.input_start[i + 1]];
@@ -1231,9 +1418,7 @@ impl Layout {
                 );
             }
             node_map.push(id);
-            if !emit(&mut flat, &mut producer, &mut writes_ok, i + 1) {
-                return None;
-            }
+            emit(&mut flat, &mut producer, i + 1);
         }
         if !writes_ok {
             return None;
@@ -1266,14 +1451,12 @@ impl Layout {
             flat.control
                 .push((node_map[from.index()], node_map[to.index()]));
         }
-        let resolve = |name: &str| {
-            names
-                .get(name)
-                .copied()
-                .or_else(|| graph.node_by_name(name).map(|i| node_map[i.index()]))
+        let id = |at: At| match at {
+            At::Node(u) => node_map[u.index()],
+            At::Insert(k) => insert_ids[k],
         };
-        for (from, to) in &self.edges {
-            flat.control.push((resolve(from)?, resolve(to)?));
+        for &(from, to) in &self.edges {
+            flat.control.push((id(from), id(to)));
         }
         if flat.control.iter().any(|&(from, to)| from >= to) {
             return None;
@@ -1599,6 +1782,82 @@ mod tests {
             value: g.value_by_name("a").unwrap(),
             readers: readers.iter().map(|r| g.node_by_name(r).unwrap()).collect(),
         }
+    }
+
+    /// New names that may be taken or repeat ([`Names`]): the rewrite without building
+    /// its graph gives what building it gives, errors included. `chain` with value `a`
+    /// and node `D` renamed, plus an unread value and a node of no inputs.
+    #[test]
+    fn names_that_may_clash_give_the_built_results() {
+        let named = |a: &str, d: &str, extra_value: &str, extra_node: &str| {
+            let mut g = Graph::new("named");
+            let x = value(&mut g, "x", 10, ValueKind::Input);
+            let va = value(&mut g, a, 1000, ValueKind::Activation);
+            let b = value(&mut g, "b", 800, ValueKind::Activation);
+            let c = value(&mut g, "c", 100, ValueKind::Activation);
+            let vd = value(&mut g, "d", 10, ValueKind::Activation);
+            let extra = value(&mut g, extra_value, 10, ValueKind::Activation);
+            node(&mut g, "A", &[x], va);
+            node(&mut g, "B", &[va], b);
+            node(&mut g, "C", &[b], c);
+            node(&mut g, d, &[c, va], vd);
+            node(&mut g, extra_node, &[], extra);
+            g.set_inputs(vec![x]).unwrap();
+            g.set_outputs(vec![vd, extra]).unwrap();
+            (g, va, NodeId(3))
+        };
+        let cases = [
+            // (a, D, extra value, extra node, clashes)
+            ("a", "D", "e", "E", false),
+            ("a", "D", "a@D", "E", true),
+            ("a", "D", "a@fp16", "E", true),
+            ("a", "host", "e", "E", true),
+            ("a", "fp16", "e", "E", true),
+            ("a", "D", "e", "swapout:a", true),
+            ("a", "D", "e", "swapin:a@D", true),
+            ("a", "D", "e", "recompute:a@D", true),
+            ("a@D", "D", "e", "E", false),
+            ("a", "x@D", "e", "E", false),
+            ("a", "D", "e", "swapin:b@D", false),
+        ];
+        let reductions = [
+            Reduction::SWAP,
+            Reduction::compress(Codec::Fp16, true),
+            Reduction::compress(Codec::Fp16, false),
+            Reduction::RECOMPUTE,
+        ];
+        let mut clashed = 0;
+        for (a, d, extra_value, extra_node, clashes) in cases {
+            let (g, va, reader) = named(a, d, extra_value, extra_node);
+            let swaps = [Swap {
+                value: va,
+                readers: vec![reader],
+            }];
+            let mut any = false;
+            for reduction in reductions {
+                let options = Options::method(reduction, machine());
+                let built = rewrite(&g, &swaps, &options);
+                let fast = rewrite_and_simulate(&g, &swaps, &options, None, &machine());
+                match (built, fast) {
+                    (Ok(built), Ok(fast)) => {
+                        assert_eq!(fast.run, simulate(&built.graph, &machine()), "{a} {d}");
+                        assert_eq!((fast.tensors, fast.bytes), (built.tensors, built.bytes));
+                    }
+                    (Err(built), Err(fast)) => {
+                        assert_eq!(built, fast);
+                        any = true;
+                    }
+                    (built, fast) => panic!(
+                        "{a} {d} {extra_value} {extra_node}: {:?} vs {:?}",
+                        built.err(),
+                        fast.err()
+                    ),
+                }
+            }
+            assert_eq!(any, clashes, "{a} {d} {extra_value} {extra_node}");
+            clashed += usize::from(any);
+        }
+        assert_eq!(clashed, 7);
     }
 
     /// Swapping a for D, the method as stated. Input times: A [0,1) B [1,2) C1 [2,3)
