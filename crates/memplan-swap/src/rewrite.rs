@@ -58,6 +58,7 @@
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 
 use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
 
@@ -583,15 +584,6 @@ pub fn rewrite_simulated(
     layout(graph, swaps, options, &Prepared::new(graph, run))?.build(graph)
 }
 
-/// [`rewrite_simulated`] of `prepared`'s graph and run.
-pub(crate) fn rewrite_prepared(
-    swaps: &[Swap],
-    options: &Options,
-    prepared: &Prepared,
-) -> Result<Rewritten, RewriteError> {
-    layout(prepared.graph, swaps, options, prepared)?.build(prepared.graph)
-}
-
 /// What rewrites read of their input graph (and its simulation, if given), computed
 /// once for the many rewrites of one graph in a search.
 pub(crate) struct Prepared<'a> {
@@ -606,8 +598,8 @@ pub(crate) struct Prepared<'a> {
     widest: OnceCell<RangeMax<(u64, usize)>>,
     queues: OnceCell<Queues>,
     levels: OnceCell<Vec<usize>>,
-    /// The graph's [`Flat`], and whether its nodes' outputs pass [`check`]'s host rule.
-    flat: OnceCell<(Flat, bool)>,
+    /// The graph's [`Flat`].
+    flat: OnceCell<Flat>,
     names: OnceCell<Names>,
 }
 
@@ -652,16 +644,8 @@ impl<'a> Prepared<'a> {
         bytes.as_deref().map_err(Clone::clone)
     }
 
-    fn flat(&self) -> &(Flat, bool) {
-        self.flat.get_or_init(|| {
-            let graph = self.graph;
-            let writes_ok = graph.nodes().iter().all(|node| {
-                node.outputs
-                    .iter()
-                    .all(|&o| is_host(graph, o) == (node.op_type == SWAP_OUT))
-            });
-            (Flat::of(graph), writes_ok)
-        })
+    fn flat(&self) -> &Flat {
+        self.flat.get_or_init(|| Flat::of(self.graph))
     }
 }
 
@@ -686,37 +670,157 @@ pub(crate) fn rewrite_and_simulate(
 }
 
 /// [`rewrite_simulated`] of `prepared`'s graph and run, then [`simulate`] of the result
-/// on `machine`, without building the graph: the simulator runs on the rewrite's
-/// [`Flat`] arrays (equal to those of the graph [`rewrite_simulated`] builds; tested).
-/// When the rewrite would fail its [`check`] or the simulation fails (or a name of a new
-/// node is taken), the graph is built and simulated, so errors are the same too.
+/// on `machine`, without building the graph ([`Trial`]).
 pub(crate) fn rewrite_and_simulate_prepared(
     swaps: &[Swap],
     options: &Options,
     prepared: &Prepared,
     machine: &Machine,
 ) -> Result<Simulated, RewriteError> {
-    let graph = prepared.graph;
-    let layout = layout(graph, swaps, options, prepared)?;
-    let (tensors, bytes) = (layout.tensors, layout.bytes);
-    if !slow_path() {
-        if let Some(Ok(run)) = layout
-            .flat(graph, prepared)
-            .map(|f| simulate_flat(&f, machine))
-        {
-            return Ok(Simulated {
-                run: Ok(run),
-                tensors,
-                bytes,
-            });
+    let trial = Trial::new(swaps, options, prepared)?;
+    Ok(Simulated {
+        run: trial.simulate(machine)?,
+        tensors: trial.tensors,
+        bytes: trial.bytes,
+    })
+}
+
+/// A rewrite of a prepared graph ([`rewrite_simulated`]) and rounds of late restores on
+/// it ([`Trial::retimed`]), simulated on their [`Flat`] arrays (equal to those of the
+/// graphs they build; tested): a graph is built only by [`Trial::build`]. Where the arrays
+/// cannot be had without building (a new name that may be taken, a result that would
+/// fail [`check`]) or a simulation fails (for the error, naming nodes), and in tests on
+/// the old path, the graph is built and used instead; the results are the same.
+pub(crate) struct Trial<'p> {
+    state: TrialState<'p>,
+    /// Tensors the rewrite reduced, and their bytes (uncompressed); 0 for [`Trial::built`].
+    pub tensors: usize,
+    pub bytes: u64,
+}
+
+enum TrialState<'p> {
+    Flat {
+        prepared: &'p Prepared<'p>,
+        layout: Rc<Layout>,
+        /// The rounds of late restores, in order.
+        retimes: Vec<Rc<Retime>>,
+        flat: Flat,
+    },
+    Built(Graph),
+}
+
+impl<'p> Trial<'p> {
+    /// The rewrite of `prepared`'s graph with `swaps` (errors as [`rewrite_simulated`]'s).
+    pub(crate) fn new(
+        swaps: &[Swap],
+        options: &Options,
+        prepared: &'p Prepared<'p>,
+    ) -> Result<Trial<'p>, RewriteError> {
+        let graph = prepared.graph;
+        let layout = layout(graph, swaps, options, prepared)?;
+        let (tensors, bytes) = (layout.tensors, layout.bytes);
+        let flat = if slow_path() {
+            None
+        } else {
+            layout.flat(graph, prepared)
+        };
+        let state = match flat {
+            Some(flat) => TrialState::Flat {
+                prepared,
+                layout: Rc::new(layout),
+                retimes: Vec::new(),
+                flat,
+            },
+            None => TrialState::Built(layout.build(graph)?.graph),
+        };
+        Ok(Trial {
+            state,
+            tensors,
+            bytes,
+        })
+    }
+
+    /// `graph` itself.
+    pub(crate) fn built(graph: Graph) -> Trial<'p> {
+        Trial {
+            state: TrialState::Built(graph),
+            tensors: 0,
+            bytes: 0,
         }
     }
-    let rewritten = layout.build(graph)?;
-    Ok(Simulated {
-        run: simulate_reference(&rewritten.graph, machine),
-        tensors: rewritten.tensors,
-        bytes: rewritten.bytes,
-    })
+
+    /// [`simulate`] of the graph on `machine`.
+    pub(crate) fn simulate(
+        &self,
+        machine: &Machine,
+    ) -> Result<Result<crate::simulate::Run, SimulateError>, RewriteError> {
+        if let TrialState::Flat { flat, .. } = &self.state {
+            if let Ok(run) = simulate_flat(flat, machine) {
+                return Ok(Ok(run));
+            }
+        }
+        Ok(match &self.state {
+            TrialState::Built(graph) => simulate_reference(graph, machine),
+            TrialState::Flat { .. } => simulate_reference(&self.graph()?, machine),
+        })
+    }
+
+    /// The graph with one round of [`retime_restores`] applied, from its simulation `run`
+    /// (errors as [`retime_restores_simulated`]'s).
+    pub(crate) fn retimed(&self, run: &crate::simulate::Run) -> Result<Trial<'p>, RewriteError> {
+        let state = match &self.state {
+            TrialState::Flat {
+                prepared,
+                layout,
+                retimes,
+                flat,
+            } => {
+                let retime = Retime::of(flat, run);
+                match retime.flat(flat) {
+                    Some(next) => TrialState::Flat {
+                        prepared,
+                        layout: Rc::clone(layout),
+                        retimes: retimes.iter().cloned().chain([Rc::new(retime)]).collect(),
+                        flat: next,
+                    },
+                    None => TrialState::Built(retime.graph(&self.graph()?)?),
+                }
+            }
+            TrialState::Built(graph) => TrialState::Built(retime_restores_simulated(graph, run)?),
+        };
+        Ok(Trial {
+            state,
+            tensors: self.tensors,
+            bytes: self.bytes,
+        })
+    }
+
+    /// The graph.
+    fn graph(&self) -> Result<Graph, RewriteError> {
+        match &self.state {
+            TrialState::Built(graph) => Ok(graph.clone()),
+            TrialState::Flat {
+                prepared,
+                layout,
+                retimes,
+                ..
+            } => {
+                let mut graph = layout.build(prepared.graph)?.graph;
+                for retime in retimes {
+                    graph = retime.graph(&graph)?;
+                }
+                Ok(graph)
+            }
+        }
+    }
+
+    /// The graph, built.
+    pub(crate) fn build(self) -> Result<Graph, RewriteError> {
+        match self.state {
+            TrialState::Built(graph) => Ok(graph),
+            TrialState::Flat { .. } => self.graph(),
+        }
+    }
 }
 
 #[cfg(not(test))]
@@ -1246,7 +1350,7 @@ impl Layout {
     }
 
     /// The rewritten graph.
-    fn build(self, graph: &Graph) -> Result<Rewritten, RewriteError> {
+    fn build(&self, graph: &Graph) -> Result<Rewritten, RewriteError> {
         let n = graph.nodes().len();
         let (order, starts) = self.emission(n);
         let Layout {
@@ -1267,7 +1371,7 @@ impl Layout {
         for value in graph.values() {
             new_graph.add_value(value.clone())?;
         }
-        for value in &values {
+        for value in values {
             new_graph.add_value(value.value(graph))?;
         }
         // Emit the nodes: slot 0, then each original node followed by its slot.
@@ -1327,15 +1431,15 @@ impl Layout {
             At::Node(u) => node_map[u.index()],
             At::Insert(k) => insert_ids[k],
         };
-        for &(from, to) in &edges {
+        for &(from, to) in edges {
             new_graph.add_control_edge(id(from), id(to))?;
         }
         check(&new_graph)?;
         Ok(Rewritten {
             graph: new_graph,
-            tensors,
-            bytes,
-            restores: restore_count,
+            tensors: *tensors,
+            bytes: *bytes,
+            restores: *restore_count,
             node_map,
         })
     }
@@ -1344,10 +1448,10 @@ impl Layout {
     /// graph would not pass [`check`] or its new names are not known to be new and
     /// distinct ([`Names`]; build it for the error, if any).
     fn flat(&self, graph: &Graph, prepared: &Prepared) -> Option<Flat> {
-        let (base, base_writes_ok) = prepared.flat();
-        if !base_writes_ok || !self.plain {
+        if !self.plain {
             return None;
         }
+        let base = prepared.flat();
         let n = graph.nodes().len();
         let base_values = graph.values().len();
         let inserted = self.inserts.len();
@@ -1364,29 +1468,18 @@ impl Layout {
         flat.input_start.push(0);
         let values = base_values + self.values.len();
         let mut producer: Vec<Option<NodeId>> = vec![None; values];
-        // Whether the new nodes' outputs pass [`check`]'s host rule.
-        let mut writes_ok = true;
         let mut insert_ids = vec![NodeId(0); inserted];
         let mut node_map = Vec::with_capacity(n);
         let mut rerouted = vec![false; n];
         for &(reader, _) in self.reroute.keys() {
             rerouted[reader.index()] = true;
         }
-        let kind = |v: ValueId| {
-            if v.index() < base_values {
-                base.kind[v.index()]
-            } else {
-                self.values[v.index() - base_values].kind
-            }
-        };
         let mut emit = |flat: &mut Flat, producer: &mut Vec<Option<NodeId>>, slot: usize| {
             for &k in &order[starts[slot]..starts[slot + 1]] {
                 let insert = &self.inserts[k];
                 let id = NodeId(flat.engine.len() as u32);
                 insert_ids[k] = id;
                 producer[insert.output.index()] = Some(id);
-                writes_ok &=
-                    (kind(insert.output) == ValueKind::Host) == (insert.role == Role::SwapOut);
                 flat.push_node(
                     Engine::of(insert.role.op()),
                     insert.role == Role::Recompute,
@@ -1420,9 +1513,6 @@ impl Layout {
             node_map.push(id);
             emit(&mut flat, &mut producer, i + 1);
         }
-        if !writes_ok {
-            return None;
-        }
         // Original values keep their producers, renumbered; new ones got theirs above.
         for (k, p) in base.producer.iter().enumerate() {
             producer[k] = p.map(|p| node_map[p.index()]);
@@ -1434,18 +1524,6 @@ impl Layout {
         flat.output = base.output.clone();
         flat.output.resize(values, false);
         flat.producer = producer;
-        // [`check`]: data predecessors first, host values read by copies back only.
-        for j in 0..flat.engine.len() {
-            for &v in &flat.inputs[flat.input_start[j]..flat.input_start[j + 1]] {
-                if flat.producer[v.index()].is_some_and(|p| p.index() >= j) {
-                    return None;
-                }
-                if flat.kind[v.index()] == ValueKind::Host && flat.engine[j] != Engine::HostToDevice
-                {
-                    return None;
-                }
-            }
-        }
         flat.control = Vec::with_capacity(base.control.len() + self.edges.len());
         for &(from, to) in &base.control {
             flat.control
@@ -1458,10 +1536,7 @@ impl Layout {
         for &(from, to) in &self.edges {
             flat.control.push((id(from), id(to)));
         }
-        if flat.control.iter().any(|&(from, to)| from >= to) {
-            return None;
-        }
-        Some(flat)
+        flat.passes_check().then_some(flat)
     }
 }
 
@@ -1592,103 +1667,178 @@ pub fn retime_restores_simulated(
     graph: &Graph,
     run: &crate::simulate::Run,
 ) -> Result<Graph, RewriteError> {
-    let nodes = graph.nodes();
-    let n = nodes.len();
-    let compute: Vec<bool> = nodes
-        .iter()
-        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
-        .collect();
-    // (deadline, first reader position, ready, duration, copy back position, copy out position)
-    let mut copies = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        if node.op_type != SWAP_IN {
-            continue;
+    Retime::of(&Flat::of(graph), run).graph(graph)
+}
+
+/// One round of [`retime_restores`], decided on a graph's [`Flat`] arrays: the new node
+/// order, which nodes (the copies back) were moved, and their prefetch sources, by
+/// position in the input.
+#[derive(Clone, Debug)]
+struct Retime {
+    order: Vec<usize>,
+    moved: Vec<bool>,
+    /// (copy back, source).
+    sources: Vec<(usize, usize)>,
+}
+
+impl Retime {
+    /// The round for the graph of `f`, simulated as `run`.
+    fn of(f: &Flat, run: &crate::simulate::Run) -> Retime {
+        let n = f.engine.len();
+        let copy = |i: usize| f.engine[i] == Engine::HostToDevice;
+        // Per copy back: its first reader and the earliest start of its readers.
+        let mut first = vec![usize::MAX; n];
+        let mut deadline = vec![f64::INFINITY; n];
+        for j in 0..n {
+            for v in f.node_inputs(j) {
+                if let Some(p) = f.producer[v.index()]
+                    .map(NodeId::index)
+                    .filter(|&p| copy(p))
+                {
+                    first[p] = first[p].min(j);
+                    deadline[p] = deadline[p].min(run.start[j]);
+                }
+            }
         }
-        let readers: Vec<usize> = node
-            .outputs
+        // (deadline, first reader position, ready, duration, copy back position, copy out position)
+        let mut copies = Vec::new();
+        for i in (0..n).filter(|&i| copy(i) && first[i] != usize::MAX) {
+            let source = f.node_inputs(i).iter().find_map(|v| f.producer[v.index()]);
+            let out_at = source.map_or(0, NodeId::index);
+            let ready = source.map_or(0.0, |p| run.finish[p.index()]);
+            let ms = run.finish[i] - run.start[i];
+            copies.push((deadline[i], first[i], ready, ms, i, out_at));
+        }
+        // Queue order: by first reader (a compute reader's start follows its position; a
+        // copy out reading a restored value must stay after its restore).
+        copies.sort_by(|a, b| a.1.cmp(&b.1).then(a.4.cmp(&b.4)));
+        // Latest starts, backwards.
+        let mut latest = vec![0.0f64; copies.len()];
+        let mut next = f64::INFINITY;
+        for (k, &(deadline, _, ready, ms, _, _)) in copies.iter().enumerate().rev() {
+            latest[k] = deadline.min(next) - ms;
+            next = latest[k].max(ready);
+        }
+        // Sources and slots: a copy back goes right after original position `slot`.
+        let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut sources: Vec<(usize, usize)> = Vec::new();
+        let mut previous = 0usize;
+        for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
+            let source = (0..reader)
+                .rev()
+                .find(|&u| f.engine[u] == Engine::Compute && run.finish[u] <= latest[k] + 1e-9);
+            if let Some(u) = source {
+                sources.push((at, u));
+            }
+            let slot = source.unwrap_or(0).max(out_at).max(previous);
+            previous = slot;
+            after[slot].push(at);
+        }
+        let mut moved = vec![false; n];
+        for c in &copies {
+            moved[c.4] = true;
+        }
+        let mut order = Vec::with_capacity(n);
+        for (i, placed) in after.iter().enumerate() {
+            if !moved[i] {
+                order.push(i);
+            }
+            order.extend(placed.iter().copied());
+        }
+        Retime {
+            order,
+            moved,
+            sources,
+        }
+    }
+
+    /// Per input position, the new node id.
+    fn new_ids(&self) -> Vec<NodeId> {
+        let mut new_id = vec![NodeId(0); self.order.len()];
+        for (k, &i) in self.order.iter().enumerate() {
+            new_id[i] = NodeId(k as u32);
+        }
+        new_id
+    }
+
+    /// The control edges of the result, given those of the input and the new ids: the
+    /// input's edges except those into moved nodes, then one per prefetch source.
+    fn control(&self, control: &[(NodeId, NodeId)], new_id: &[NodeId]) -> Vec<(NodeId, NodeId)> {
+        let kept = control
             .iter()
-            .flat_map(|&v| graph.value(v).consumers.iter().map(|&(c, _)| c.index()))
-            .collect();
-        let Some(&first) = readers.iter().min() else {
-            continue;
+            .filter(|(_, to)| !self.moved[to.index()])
+            .map(|&(from, to)| (new_id[from.index()], new_id[to.index()]));
+        let sources = self.sources.iter().map(|&(at, u)| (new_id[u], new_id[at]));
+        kept.chain(sources).collect()
+    }
+
+    /// `graph` with the round applied; it passes [`check`].
+    fn graph(&self, graph: &Graph) -> Result<Graph, RewriteError> {
+        let nodes = graph.nodes();
+        let mut out = Graph::with_capacity(graph.name.clone(), nodes.len(), graph.values().len());
+        for value in graph.values() {
+            out.add_value(value.clone())?;
+        }
+        for &i in &self.order {
+            let node = &nodes[i];
+            let id = out.add_node(
+                node.name.clone(),
+                node.op_type.clone(),
+                node.inputs.clone(),
+                node.outputs.clone(),
+                node.attributes.clone(),
+            )?;
+            out.set_latency(id, node.latency_ms);
+            out.set_domain(id, node.domain.clone());
+        }
+        out.set_inputs(graph.inputs().to_vec())?;
+        out.set_outputs(graph.outputs().to_vec())?;
+        for (from, to) in self.control(graph.control_edges(), &self.new_ids()) {
+            out.add_control_edge(from, to)?;
+        }
+        check(&out)?;
+        Ok(out)
+    }
+
+    /// The [`Flat`] arrays of [`Retime::graph`] of the graph of `f`; `None` when that graph
+    /// would not pass [`check`] (build it for the error).
+    fn flat(&self, f: &Flat) -> Option<Flat> {
+        let new_id = self.new_ids();
+        let mut out = Flat {
+            engine: Vec::with_capacity(self.order.len()),
+            recompute: Vec::with_capacity(self.order.len()),
+            latency: Vec::with_capacity(self.order.len()),
+            input_start: Vec::with_capacity(self.order.len() + 1),
+            inputs: Vec::with_capacity(f.inputs.len()),
+            kind: f.kind.clone(),
+            bytes: f.bytes.clone(),
+            producer: f
+                .producer
+                .iter()
+                .map(|p| p.map(|p| new_id[p.index()]))
+                .collect(),
+            output: f.output.clone(),
+            control: self.control(&f.control, &new_id),
         };
-        let deadline = readers
-            .iter()
-            .map(|&r| run.start[r])
-            .fold(f64::INFINITY, f64::min);
-        let source = node
-            .inputs
-            .iter()
-            .flatten()
-            .find_map(|&v| graph.value(v).producer);
-        let out_at = source.map_or(0, |(p, _)| p.index());
-        let ready = source.map_or(0.0, |(p, _)| run.finish[p.index()]);
-        let ms = run.finish[i] - run.start[i];
-        copies.push((deadline, first, ready, ms, i, out_at));
-    }
-    // Queue order: by first reader (a compute reader's start follows its position; a
-    // copy out reading a restored value must stay after its restore).
-    copies.sort_by(|a, b| a.1.cmp(&b.1).then(a.4.cmp(&b.4)));
-    // Latest starts, backwards.
-    let mut latest = vec![0.0f64; copies.len()];
-    let mut next = f64::INFINITY;
-    for (k, &(deadline, _, ready, ms, _, _)) in copies.iter().enumerate().rev() {
-        latest[k] = deadline.min(next) - ms;
-        next = latest[k].max(ready);
-    }
-    // Sources and slots: a copy back goes right after original position `slot`.
-    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut sources: Vec<(usize, usize)> = Vec::new();
-    let mut previous = 0usize;
-    for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
-        let source = (0..reader)
-            .rev()
-            .find(|&u| compute[u] && run.finish[u] <= latest[k] + 1e-9);
-        if let Some(u) = source {
-            sources.push((at, u));
+        out.input_start.push(0);
+        for &i in &self.order {
+            out.push_node(
+                f.engine[i],
+                f.recompute[i],
+                f.latency[i],
+                f.node_inputs(i).iter().copied(),
+            );
         }
-        let slot = source.unwrap_or(0).max(out_at).max(previous);
-        previous = slot;
-        after[slot].push(at);
+        out.passes_check().then_some(out)
     }
-    let moved: HashSet<usize> = copies.iter().map(|c| c.4).collect();
-    let mut order = Vec::with_capacity(n);
-    for (i, placed) in after.iter().enumerate() {
-        if !moved.contains(&i) {
-            order.push(i);
-        }
-        order.extend(placed.iter().copied());
-    }
-    let mut out = Graph::new(graph.name.clone());
-    for value in graph.values() {
-        out.add_value(value.clone())?;
-    }
-    let mut new_id = vec![NodeId(0); n];
-    for &i in &order {
-        let node = &nodes[i];
-        let id = out.add_node(
-            node.name.clone(),
-            node.op_type.clone(),
-            node.inputs.clone(),
-            node.outputs.clone(),
-            node.attributes.clone(),
-        )?;
-        out.set_latency(id, node.latency_ms);
-        out.set_domain(id, node.domain.clone());
-        new_id[i] = id;
-    }
-    out.set_inputs(graph.inputs().to_vec())?;
-    out.set_outputs(graph.outputs().to_vec())?;
-    for &(from, to) in graph.control_edges() {
-        if !moved.contains(&to.index()) {
-            out.add_control_edge(new_id[from.index()], new_id[to.index()])?;
-        }
-    }
-    for &(at, u) in &sources {
-        out.add_control_edge(new_id[u], new_id[at])?;
-    }
-    check(&out)?;
-    Ok(out)
+}
+
+/// Tests: the [`Flat`] arrays of [`retime_restores_simulated`] of `graph`, without
+/// building it.
+#[cfg(test)]
+pub(crate) fn retime_flat_for_tests(graph: &Graph, run: &crate::simulate::Run) -> Option<Flat> {
+    let flat = Flat::of(graph);
+    Retime::of(&flat, run).flat(&flat)
 }
 
 /// Tests: the [`Flat`] arrays of a rewrite, without building it.

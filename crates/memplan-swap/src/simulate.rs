@@ -362,8 +362,28 @@ impl Flat {
         self.input_start.push(self.inputs.len());
     }
 
-    fn node_inputs(&self, i: usize) -> &[ValueId] {
+    /// Node `i`'s data inputs.
+    pub fn node_inputs(&self, i: usize) -> &[ValueId] {
         &self.inputs[self.input_start[i]..self.input_start[i + 1]]
+    }
+
+    /// Whether the graph of these arrays passes [`crate::rewrite::check`]: every data and
+    /// control predecessor of a node comes before it, host values are read by copies back
+    /// only, and written by copies out, whose outputs are all host values.
+    pub fn passes_check(&self) -> bool {
+        let writes = self.producer.iter().zip(&self.kind).all(|(p, &kind)| {
+            p.map_or(true, |p| {
+                (kind == ValueKind::Host) == (self.engine[p.index()] == Engine::DeviceToHost)
+            })
+        });
+        let reads = (0..self.engine.len()).all(|j| {
+            self.node_inputs(j).iter().all(|v| {
+                self.producer[v.index()].map_or(true, |p| p.index() < j)
+                    && (self.kind[v.index()] != ValueKind::Host
+                        || self.engine[j] == Engine::HostToDevice)
+            })
+        });
+        writes && reads && self.control.iter().all(|&(from, to)| from < to)
     }
 }
 
