@@ -42,8 +42,8 @@ use std::rc::Rc;
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, recomputable, rewrite_and_simulate_prepared, rewrite_simulated, Options,
-    Prefetch, Prepared, Reduction, RewriteError, Serialize, Swap, Trial,
+    levels, recomputable, reduced_values, rewrite_and_simulate_prepared, rewrite_simulated,
+    Options, Prefetch, Prepared, Reduction, RewriteError, Serialize, Swap, Trial,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -740,6 +740,7 @@ fn iterate(
             break;
         }
         let timing = analyse(&current)?;
+        let reduced = reduced_values(&current);
         let mut filters = vec![imp];
         if imp.link_filter && budget.is_some() {
             filters.push(Improvements {
@@ -760,7 +761,7 @@ fn iterate(
             let mut by_value: HashMap<ValueId, Vec<NodeId>> = HashMap::new();
             for c in candidates(&current, &timing, &p) {
                 if !done.contains(&c.value)
-                    && !is_reduced(&current, c.value)
+                    && !reduced[c.value.index()]
                     && reducible(&current, setup, c.value)
                     && removed_at_peak(&current, &run, &c) > 0
                 {

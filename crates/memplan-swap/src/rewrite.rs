@@ -437,6 +437,33 @@ impl Role {
     }
 }
 
+/// [`slice::partition_point`] of `items` (`pred` holds on a prefix), searched from the
+/// start with doubling steps, then bisection: O(log d) steps for a prefix of d items.
+fn partition_point_from_start<T>(items: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, 1);
+    while hi <= items.len() && pred(&items[hi - 1]) {
+        lo = hi;
+        hi *= 2;
+    }
+    lo + items[lo..hi.min(items.len())].partition_point(pred)
+}
+
+/// [`slice::partition_point`] of `items` (`pred` holds on a prefix), searched from the
+/// end with doubling steps, then bisection: O(log d) steps when d items fail `pred`.
+fn partition_point_from_end<T>(items: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let len = items.len();
+    let (mut hi, mut step) = (len, 1);
+    while step <= len {
+        let at = len - step;
+        if pred(&items[at]) {
+            return at + 1 + items[at + 1..hi].partition_point(pred);
+        }
+        hi = at;
+        step *= 2;
+    }
+    items[..hi].partition_point(pred)
+}
+
 /// A node to insert, without its name (made by [`Insert::name`] when a graph is built):
 /// the tensor it reduces or restores and the reader a restore serves, its slot (it runs
 /// after original node `slot - 1`; slot 0 first), its input (`None`: a recomputation,
@@ -601,6 +628,7 @@ pub(crate) struct Prepared<'a> {
     /// The graph's [`Flat`].
     flat: OnceCell<Flat>,
     names: OnceCell<Names>,
+    reduced: OnceCell<Vec<bool>>,
 }
 
 impl<'a> Prepared<'a> {
@@ -623,6 +651,7 @@ impl<'a> Prepared<'a> {
             levels: OnceCell::new(),
             flat: OnceCell::new(),
             names: OnceCell::new(),
+            reduced: OnceCell::new(),
         }
     }
 
@@ -646,6 +675,11 @@ impl<'a> Prepared<'a> {
 
     fn flat(&self) -> &Flat {
         self.flat.get_or_init(|| Flat::of(self.graph))
+    }
+
+    /// [`reduced_values`] of the graph.
+    fn reduced(&self) -> &[bool] {
+        self.reduced.get_or_init(|| reduced_values(self.graph))
     }
 }
 
@@ -996,7 +1030,7 @@ fn layout(
         if v.bytes == 0 {
             return Err(bad("it has no bytes"));
         }
-        if is_reduced(graph, swap.value) {
+        if prepared.reduced()[swap.value.index()] {
             return Err(bad(
                 "it is already reduced (a rewrite reduces a tensor once)",
             ));
@@ -1183,7 +1217,9 @@ fn layout(
                     let done = ready.max(queue) + reduction.reduce_ms(machine, v.bytes);
                     // The first compute node at or after `from` starting at `done` or later.
                     let k = compute_at.partition_point(|&t| t < from);
-                    let j = k + compute_at[k..].partition_point(|&t| run.start[t] + 1e-9 < done);
+                    let j = k + partition_point_from_start(&compute_at[k..], |&t| {
+                        run.start[t] + 1e-9 < done
+                    });
                     compute_at.get(j).copied()
                 }
                 _ => None,
@@ -1214,8 +1250,9 @@ fn layout(
                         let lo = compute_at.partition_point(|&u| u < low);
                         let hi = compute_at.partition_point(|&u| u < c);
                         let fit = lo
-                            + compute_at[lo..hi]
-                                .partition_point(|&u| run.finish[u] + need <= run.start[c] + 1e-9);
+                            + partition_point_from_end(&compute_at[lo..hi], |&u| {
+                                run.finish[u] + need <= run.start[c] + 1e-9
+                            });
                         let in_time = if options.largest_output {
                             widest.as_ref().and_then(|w| w.max(lo, fit)).map(|(_, u)| u)
                         } else {
@@ -1568,7 +1605,23 @@ pub fn is_reduced(graph: &Graph, value: ValueId) -> bool {
         .value(value)
         .consumers
         .iter()
-        .any(|&(c, _)| matches!(graph.node(c).op_type.as_str(), COMPRESS | SWAP_OUT))
+        .any(|&(c, _)| reduces(graph.node(c)))
+}
+
+/// [`is_reduced`] of every value, in one pass over the nodes.
+pub fn reduced_values(graph: &Graph) -> Vec<bool> {
+    let mut out = vec![false; graph.values().len()];
+    for node in graph.nodes().iter().filter(|node| reduces(node)) {
+        for v in node.inputs.iter().flatten() {
+            out[v.index()] = true;
+        }
+    }
+    out
+}
+
+/// Whether `node` is a reduction ([`COMPRESS`] or [`SWAP_OUT`]).
+fn reduces(node: &memplan_graph::Node) -> bool {
+    matches!(node.op_type.as_str(), COMPRESS | SWAP_OUT)
 }
 
 /// Topological levels over data and control edges: sources are level 0, every other
@@ -2371,6 +2424,18 @@ mod tests {
             rewrite(r, &[swap_a(r, &["B"])], &options),
             Err(RewriteError::BadValue { .. })
         ));
+    }
+
+    #[test]
+    fn partition_points_from_either_end_are_the_bisection() {
+        for len in 0..40usize {
+            let items: Vec<usize> = (0..len).collect();
+            for cut in 0..=len {
+                let pred = |&x: &usize| x < cut;
+                assert_eq!(partition_point_from_start(&items, pred), cut);
+                assert_eq!(partition_point_from_end(&items, pred), cut);
+            }
+        }
     }
 
     #[test]
