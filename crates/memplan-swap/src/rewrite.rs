@@ -837,13 +837,19 @@ impl<'p> Trial<'p> {
                 prepared,
                 layout,
                 retimes,
-                ..
+                flat,
             } => {
-                let mut graph = layout.build(prepared.graph)?.graph;
-                for retime in retimes {
-                    graph = retime.graph(&graph)?;
+                let graph = layout.build(prepared.graph)?.graph;
+                if retimes.is_empty() {
+                    return Ok(graph);
                 }
-                Ok(graph)
+                // The rounds at once: their orders composed, and the control edges of the
+                // last, which `flat` holds (equal to the graph's; tested).
+                let mut order: Vec<usize> = (0..graph.nodes().len()).collect();
+                for retime in retimes {
+                    order = retime.order.iter().map(|&i| order[i]).collect();
+                }
+                reordered(&graph, &order, &flat.control)
             }
         }
     }
@@ -1827,30 +1833,8 @@ impl Retime {
 
     /// `graph` with the round applied; it passes [`check`].
     fn graph(&self, graph: &Graph) -> Result<Graph, RewriteError> {
-        let nodes = graph.nodes();
-        let mut out = Graph::with_capacity(graph.name.clone(), nodes.len(), graph.values().len());
-        for value in graph.values() {
-            out.add_value(value.clone())?;
-        }
-        for &i in &self.order {
-            let node = &nodes[i];
-            let id = out.add_node(
-                node.name.clone(),
-                node.op_type.clone(),
-                node.inputs.clone(),
-                node.outputs.clone(),
-                node.attributes.clone(),
-            )?;
-            out.set_latency(id, node.latency_ms);
-            out.set_domain(id, node.domain.clone());
-        }
-        out.set_inputs(graph.inputs().to_vec())?;
-        out.set_outputs(graph.outputs().to_vec())?;
-        for (from, to) in self.control(graph.control_edges(), &self.new_ids()) {
-            out.add_control_edge(from, to)?;
-        }
-        check(&out)?;
-        Ok(out)
+        let control = self.control(graph.control_edges(), &self.new_ids());
+        reordered(graph, &self.order, &control)
     }
 
     /// The [`Flat`] arrays of [`Retime::graph`] of the graph of `f`; `None` when that graph
@@ -1884,6 +1868,40 @@ impl Retime {
         }
         out.passes_check().then_some(out)
     }
+}
+
+/// `graph` with its nodes in `order` (by position in `graph`) and the control edges
+/// `control` (by new position) instead of its own; values, inputs and outputs unchanged.
+/// The result passes [`check`].
+fn reordered(
+    graph: &Graph,
+    order: &[usize],
+    control: &[(NodeId, NodeId)],
+) -> Result<Graph, RewriteError> {
+    let nodes = graph.nodes();
+    let mut out = Graph::with_capacity(graph.name.clone(), nodes.len(), graph.values().len());
+    for value in graph.values() {
+        out.add_value(value.clone())?;
+    }
+    for &i in order {
+        let node = &nodes[i];
+        let id = out.add_node(
+            node.name.clone(),
+            node.op_type.clone(),
+            node.inputs.clone(),
+            node.outputs.clone(),
+            node.attributes.clone(),
+        )?;
+        out.set_latency(id, node.latency_ms);
+        out.set_domain(id, node.domain.clone());
+    }
+    out.set_inputs(graph.inputs().to_vec())?;
+    out.set_outputs(graph.outputs().to_vec())?;
+    for &(from, to) in control {
+        out.add_control_edge(from, to)?;
+    }
+    check(&out)?;
+    Ok(out)
 }
 
 /// Tests: the [`Flat`] arrays of [`retime_restores_simulated`] of `graph`, without
