@@ -42,9 +42,8 @@ use std::rc::Rc;
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    is_reduced, levels, recomputable, retime_restores_simulated, rewrite_and_simulate_prepared,
-    rewrite_prepared, rewrite_simulated, Options, Prefetch, Prepared, Reduction, RewriteError,
-    Serialize, Swap,
+    levels, recomputable, reduced_values, rewrite_and_simulate_prepared, rewrite_simulated,
+    Options, Prefetch, Prepared, Reduction, RewriteError, Serialize, Swap, Trial,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -448,10 +447,10 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             }
             if imp.retime_restores {
                 let found = best.best.clone().expect("offered above");
-                let kept = found.graph.build(graph, &base)?;
+                let kept = Trial::built(found.graph.build(graph, &base)?);
                 let (kept, run) = retimed(kept, found.run, setup, &mut best)?;
                 best.offer(Found {
-                    graph: Kept::Graph(kept),
+                    graph: Kept::Graph(kept.build()?),
                     run,
                     chosen: format!("{}, late restores", found.chosen),
                     ..found
@@ -664,20 +663,20 @@ fn rank_at_peak(graph: &Graph, run: &Run, list: &mut [Candidate]) {
     list.copy_from_slice(&sorted);
 }
 
-/// Rounds of [`retime_restores`] from `graph` (simulated as `run`) while each improves
+/// Rounds of [`retime_restores`] from `trial` (simulated as `run`) while each improves
 /// on the previous under the goal; the best graph and its run.
-fn retimed(
-    mut graph: Graph,
+fn retimed<'p>(
+    mut trial: Trial<'p>,
     mut run: Run,
     setup: &Setup,
     best: &mut Best,
-) -> Result<(Graph, Run), PlanError> {
+) -> Result<(Trial<'p>, Run), PlanError> {
     const ROUNDS: usize = 4;
     for _ in 0..ROUNDS {
-        // `run` is `graph`'s simulation.
-        let next = retime_restores_simulated(&graph, &run)?;
+        // `run` is `trial`'s simulation.
+        let next = trial.retimed(&run)?;
         best.evaluated += 1;
-        let next_run = match simulate(&next, &setup.machine) {
+        let next_run = match next.simulate(&setup.machine)? {
             Ok(r) => r,
             Err(SimulateError::PinnedPoolExceeded { .. }) => break,
             Err(e) => return Err(e.into()),
@@ -685,10 +684,10 @@ fn retimed(
         if !best.better(&next_run, &run) {
             break;
         }
-        graph = next;
+        trial = next;
         run = next_run;
     }
-    Ok((graph, run))
+    Ok((trial, run))
 }
 
 /// Where greedy rounds start.
@@ -741,6 +740,7 @@ fn iterate(
             break;
         }
         let timing = analyse(&current)?;
+        let reduced = reduced_values(&current);
         let mut filters = vec![imp];
         if imp.link_filter && budget.is_some() {
             filters.push(Improvements {
@@ -761,7 +761,7 @@ fn iterate(
             let mut by_value: HashMap<ValueId, Vec<NodeId>> = HashMap::new();
             for c in candidates(&current, &timing, &p) {
                 if !done.contains(&c.value)
-                    && !is_reduced(&current, c.value)
+                    && !reduced[c.value.index()]
                     && reducible(&current, setup, c.value)
                     && removed_at_peak(&current, &run, &c) > 0
                 {
@@ -799,44 +799,24 @@ fn iterate(
                                 && next.peak_at_ms != run.peak_at_ms);
                         lower && within
                     };
-                    // Late restores need the graph; otherwise it is built only if kept.
-                    let helped = if imp.retime_restores {
-                        let rewritten = rewrite_prepared(&swaps, &options, &prepared)?;
-                        best.evaluated += 1;
-                        match simulate(&rewritten.graph, &setup.machine) {
-                            Ok(next) => {
-                                let (next_graph, next) =
-                                    retimed(rewritten.graph, next, setup, best)?;
-                                better(&next, best).then_some((
-                                    Some(next_graph),
-                                    next,
-                                    rewritten.bytes,
-                                ))
-                            }
-                            Err(SimulateError::PinnedPoolExceeded { .. }) => None,
-                            Err(e) => return Err(e.into()),
+                    // The graph is built only if kept.
+                    let trial = Trial::new(&swaps, &options, &prepared)?;
+                    best.evaluated += 1;
+                    let helped = match trial.simulate(&setup.machine)? {
+                        Ok(next) => {
+                            let (trial, next) = if imp.retime_restores {
+                                retimed(trial, next, setup, best)?
+                            } else {
+                                (trial, next)
+                            };
+                            better(&next, best).then_some((trial, next))
                         }
-                    } else {
-                        let simulated = rewrite_and_simulate_prepared(
-                            &swaps,
-                            &options,
-                            &prepared,
-                            &setup.machine,
-                        )?;
-                        best.evaluated += 1;
-                        match simulated.run {
-                            Ok(next) => {
-                                better(&next, best).then_some((None, next, simulated.bytes))
-                            }
-                            Err(SimulateError::PinnedPoolExceeded { .. }) => None,
-                            Err(e) => return Err(e.into()),
-                        }
+                        Err(SimulateError::PinnedPoolExceeded { .. }) => None,
+                        Err(e) => return Err(e.into()),
                     };
-                    if let Some((next_graph, next, added)) = helped {
-                        let next_graph = match next_graph {
-                            Some(g) => g,
-                            None => rewrite_prepared(&swaps, &options, &prepared)?.graph,
-                        };
+                    if let Some((trial, next)) = helped {
+                        let added = trial.bytes;
+                        let next_graph = trial.build()?;
                         let values = take.iter().map(|&(_, v)| v).collect();
                         accepted = Some((next_graph, next, added, values));
                         break;
@@ -1083,7 +1063,12 @@ mod tests {
                     let fast = rewrite_and_simulate(&graph, &swaps, &options, Some(&base), &machine).unwrap();
                     let slow = reference::simulate(&built.graph, &machine);
                     prop_assert_eq!(&fast.run, &slow);
-                    prop_assert_eq!(simulate(&built.graph, &machine), slow);
+                    prop_assert_eq!(&simulate(&built.graph, &machine), &slow);
+                    // Late restores on the flat arrays are those of the graph they build.
+                    if let Ok(run) = &slow {
+                        let retimed = crate::rewrite::retime_restores_simulated(&built.graph, run).unwrap();
+                        prop_assert_eq!(crate::rewrite::retime_flat_for_tests(&built.graph, run), Some(Flat::of(&retimed)));
+                    }
                     prop_assert_eq!((fast.tensors, fast.bytes), (built.tensors, built.bytes));
                 }
             }

@@ -58,6 +58,7 @@
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 
 use memplan_graph::{DType, Graph, GraphError, NodeId, Value, ValueId, ValueKind};
 
@@ -395,26 +396,194 @@ impl<T: Copy + Ord> RangeMax<T> {
     }
 }
 
-/// A node to insert: its name, op, input, output value and latency.
+/// What an inserted node does: its op and the form of its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Compress,
+    SwapOut,
+    SwapIn,
+    Decompress,
+    Recompute,
+}
+
+impl Role {
+    const ALL: [Role; 5] = [
+        Role::Compress,
+        Role::SwapOut,
+        Role::SwapIn,
+        Role::Decompress,
+        Role::Recompute,
+    ];
+
+    fn op(self) -> &'static str {
+        match self {
+            Role::Compress => COMPRESS,
+            Role::SwapOut => SWAP_OUT,
+            Role::SwapIn => SWAP_IN,
+            Role::Decompress => DECOMPRESS,
+            Role::Recompute => RECOMPUTE,
+        }
+    }
+
+    /// What its node's name starts with, before a `:`.
+    fn prefix(self) -> &'static str {
+        match self {
+            Role::Compress => "compress",
+            Role::SwapOut => "swapout",
+            Role::SwapIn => "swapin",
+            Role::Decompress => "decompress",
+            Role::Recompute => "recompute",
+        }
+    }
+}
+
+/// [`slice::partition_point`] of `items` (`pred` holds on a prefix), searched from the
+/// start with doubling steps, then bisection: O(log d) steps for a prefix of d items.
+fn partition_point_from_start<T>(items: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, 1);
+    while hi <= items.len() && pred(&items[hi - 1]) {
+        lo = hi;
+        hi *= 2;
+    }
+    lo + items[lo..hi.min(items.len())].partition_point(pred)
+}
+
+/// [`slice::partition_point`] of `items` (`pred` holds on a prefix), searched from the
+/// end with doubling steps, then bisection: O(log d) steps when d items fail `pred`.
+fn partition_point_from_end<T>(items: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let len = items.len();
+    let (mut hi, mut step) = (len, 1);
+    while step <= len {
+        let at = len - step;
+        if pred(&items[at]) {
+            return at + 1 + items[at + 1..hi].partition_point(pred);
+        }
+        hi = at;
+        step *= 2;
+    }
+    items[..hi].partition_point(pred)
+}
+
+/// A node to insert, without its name (made by [`Insert::name`] when a graph is built):
+/// the tensor it reduces or restores and the reader a restore serves, its slot (it runs
+/// after original node `slot - 1`; slot 0 first), its input (`None`: a recomputation,
+/// which reads its producer's inputs), output and latency.
 struct Insert {
-    name: String,
-    op: &'static str,
-    inputs: Vec<Option<ValueId>>,
-    outputs: Vec<ValueId>,
-    attributes: BTreeMap<String, memplan_graph::Attribute>,
+    role: Role,
+    value: ValueId,
+    reader: Option<NodeId>,
+    slot: usize,
+    /// 0 unless moved to a later slot by the serialization of restores: then 1 + the
+    /// number of restores moved before it (it runs after those that were in its slot).
+    moved: usize,
+    input: Option<ValueId>,
+    output: ValueId,
     ms: f64,
 }
 
 impl Insert {
-    /// A reduction or restore node of one input and one output.
-    fn unary(name: String, op: &'static str, input: ValueId, output: ValueId, ms: f64) -> Insert {
-        Insert {
-            name,
-            op,
-            inputs: vec![Some(input)],
-            outputs: vec![output],
-            attributes: BTreeMap::new(),
-            ms,
+    /// `{prefix}:{tensor}` for reductions, `{prefix}:{tensor}@{reader}` for restores.
+    fn name(&self, graph: &Graph) -> String {
+        let v = &graph.value(self.value).name;
+        match self.reader {
+            Some(r) => format!("{}:{v}@{}", self.role.prefix(), graph.node(r).name),
+            None => format!("{}:{v}", self.role.prefix()),
+        }
+    }
+
+    /// Its data inputs, by slot: its input, or those of the recomputed tensor's producer.
+    fn inputs<'a>(&'a self, graph: &'a Graph) -> &'a [Option<ValueId>] {
+        match self.input {
+            Some(_) => std::slice::from_ref(&self.input),
+            None => {
+                let (p, _) = graph.value(self.value).producer.expect("validated");
+                &graph.node(p).inputs
+            }
+        }
+    }
+
+    /// Where it goes in the node order: by slot; in a slot the reductions, then the
+    /// copies back, then the other restores; each group in the order they were laid
+    /// out, restores moved into the slot last.
+    fn order_key(&self, index: usize) -> (usize, u8, usize, usize) {
+        let group = match self.role {
+            Role::Compress | Role::SwapOut => 0,
+            Role::SwapIn => 1,
+            Role::Decompress | Role::Recompute => 2,
+        };
+        (self.slot, group, self.moved, index)
+    }
+}
+
+/// A node of the rewritten graph, before it is built: an original node or an inserted one
+/// (by its index in [`Layout::inserts`]).
+#[derive(Clone, Copy, Debug)]
+enum At {
+    Node(NodeId),
+    Insert(usize),
+}
+
+/// What a rewrite needs of its input graph's names: per value and per node whether the
+/// names a rewrite makes from it (`{prefix}:{value}`, `{prefix}:{value}@{reader}`,
+/// `{value}@{suffix}`) can be told apart without making them. A value qualifies when
+/// its name has no `@` and no name in the graph starts with it followed by `@` (nor a
+/// node name with `{prefix}:` and it); a reader when its name has no `@` and is neither
+/// `host` nor a codec's name. A rewrite of qualifying values read back by qualifying
+/// readers makes names that are new (not in the graph) and pairwise distinct: in each,
+/// the first `@` ends the tensor's name, and the suffixes of one tensor differ. Other
+/// rewrites check their names one by one.
+struct Names {
+    value_ok: Vec<bool>,
+    reader_ok: Vec<bool>,
+}
+
+impl Names {
+    fn new(graph: &Graph) -> Names {
+        let mut value_ok: Vec<bool> = graph
+            .values()
+            .iter()
+            .map(|v| !v.name.contains('@'))
+            .collect();
+        // `name` could be a name made from value `u` when `u`'s name is `name` or `name`
+        // up to one of its `@`.
+        let mut taken = |name: &str| {
+            let cuts = name.match_indices('@').map(|(i, _)| i);
+            for end in cuts.chain([name.len()]) {
+                if let Some(u) = graph.value_by_name(&name[..end]) {
+                    value_ok[u.index()] = false;
+                }
+            }
+        };
+        for v in graph.values() {
+            if v.name.contains('@') {
+                taken(&v.name);
+            }
+        }
+        for node in graph.nodes() {
+            for role in Role::ALL {
+                let rest = node
+                    .name
+                    .strip_prefix(role.prefix())
+                    .and_then(|r| r.strip_prefix(':'));
+                if let Some(rest) = rest {
+                    taken(rest);
+                }
+            }
+        }
+        let reserved = |name: &str| {
+            name == "host"
+                || [Codec::Fp16, Codec::Fp24, Codec::Int8]
+                    .iter()
+                    .any(|c| c.name() == name)
+        };
+        let reader_ok = graph
+            .nodes()
+            .iter()
+            .map(|node| !node.name.contains('@') && !reserved(&node.name))
+            .collect();
+        Names {
+            value_ok,
+            reader_ok,
         }
     }
 }
@@ -442,15 +611,6 @@ pub fn rewrite_simulated(
     layout(graph, swaps, options, &Prepared::new(graph, run))?.build(graph)
 }
 
-/// [`rewrite_simulated`] of `prepared`'s graph and run.
-pub(crate) fn rewrite_prepared(
-    swaps: &[Swap],
-    options: &Options,
-    prepared: &Prepared,
-) -> Result<Rewritten, RewriteError> {
-    layout(prepared.graph, swaps, options, prepared)?.build(prepared.graph)
-}
-
 /// What rewrites read of their input graph (and its simulation, if given), computed
 /// once for the many rewrites of one graph in a search.
 pub(crate) struct Prepared<'a> {
@@ -465,8 +625,10 @@ pub(crate) struct Prepared<'a> {
     widest: OnceCell<RangeMax<(u64, usize)>>,
     queues: OnceCell<Queues>,
     levels: OnceCell<Vec<usize>>,
-    /// The graph's [`Flat`], and whether its nodes' outputs pass [`check`]'s host rule.
-    flat: OnceCell<(Flat, bool)>,
+    /// The graph's [`Flat`].
+    flat: OnceCell<Flat>,
+    names: OnceCell<Names>,
+    reduced: OnceCell<Vec<bool>>,
 }
 
 impl<'a> Prepared<'a> {
@@ -488,6 +650,8 @@ impl<'a> Prepared<'a> {
             queues: OnceCell::new(),
             levels: OnceCell::new(),
             flat: OnceCell::new(),
+            names: OnceCell::new(),
+            reduced: OnceCell::new(),
         }
     }
 
@@ -509,16 +673,13 @@ impl<'a> Prepared<'a> {
         bytes.as_deref().map_err(Clone::clone)
     }
 
-    fn flat(&self) -> &(Flat, bool) {
-        self.flat.get_or_init(|| {
-            let graph = self.graph;
-            let writes_ok = graph.nodes().iter().all(|node| {
-                node.outputs
-                    .iter()
-                    .all(|&o| is_host(graph, o) == (node.op_type == SWAP_OUT))
-            });
-            (Flat::of(graph), writes_ok)
-        })
+    fn flat(&self) -> &Flat {
+        self.flat.get_or_init(|| Flat::of(self.graph))
+    }
+
+    /// [`reduced_values`] of the graph.
+    fn reduced(&self) -> &[bool] {
+        self.reduced.get_or_init(|| reduced_values(self.graph))
     }
 }
 
@@ -543,37 +704,163 @@ pub(crate) fn rewrite_and_simulate(
 }
 
 /// [`rewrite_simulated`] of `prepared`'s graph and run, then [`simulate`] of the result
-/// on `machine`, without building the graph: the simulator runs on the rewrite's
-/// [`Flat`] arrays (equal to those of the graph [`rewrite_simulated`] builds; tested).
-/// When the rewrite would fail its [`check`] or the simulation fails (or a name of a new
-/// node is taken), the graph is built and simulated, so errors are the same too.
+/// on `machine`, without building the graph ([`Trial`]).
 pub(crate) fn rewrite_and_simulate_prepared(
     swaps: &[Swap],
     options: &Options,
     prepared: &Prepared,
     machine: &Machine,
 ) -> Result<Simulated, RewriteError> {
-    let graph = prepared.graph;
-    let layout = layout(graph, swaps, options, prepared)?;
-    let (tensors, bytes) = (layout.tensors, layout.bytes);
-    if !slow_path() {
-        if let Some(Ok(run)) = layout
-            .flat(graph, prepared)
-            .map(|f| simulate_flat(&f, machine))
-        {
-            return Ok(Simulated {
-                run: Ok(run),
-                tensors,
-                bytes,
-            });
+    let trial = Trial::new(swaps, options, prepared)?;
+    Ok(Simulated {
+        run: trial.simulate(machine)?,
+        tensors: trial.tensors,
+        bytes: trial.bytes,
+    })
+}
+
+/// A rewrite of a prepared graph ([`rewrite_simulated`]) and rounds of late restores on
+/// it ([`Trial::retimed`]), simulated on their [`Flat`] arrays (equal to those of the
+/// graphs they build; tested): a graph is built only by [`Trial::build`]. Where the arrays
+/// cannot be had without building (a new name that may be taken, a result that would
+/// fail [`check`]) or a simulation fails (for the error, naming nodes), and in tests on
+/// the old path, the graph is built and used instead; the results are the same.
+pub(crate) struct Trial<'p> {
+    state: TrialState<'p>,
+    /// Tensors the rewrite reduced, and their bytes (uncompressed); 0 for [`Trial::built`].
+    pub tensors: usize,
+    pub bytes: u64,
+}
+
+enum TrialState<'p> {
+    Flat {
+        prepared: &'p Prepared<'p>,
+        layout: Rc<Layout>,
+        /// The rounds of late restores, in order.
+        retimes: Vec<Rc<Retime>>,
+        flat: Flat,
+    },
+    Built(Graph),
+}
+
+impl<'p> Trial<'p> {
+    /// The rewrite of `prepared`'s graph with `swaps` (errors as [`rewrite_simulated`]'s).
+    pub(crate) fn new(
+        swaps: &[Swap],
+        options: &Options,
+        prepared: &'p Prepared<'p>,
+    ) -> Result<Trial<'p>, RewriteError> {
+        let graph = prepared.graph;
+        let layout = layout(graph, swaps, options, prepared)?;
+        let (tensors, bytes) = (layout.tensors, layout.bytes);
+        let flat = if slow_path() {
+            None
+        } else {
+            layout.flat(graph, prepared)
+        };
+        let state = match flat {
+            Some(flat) => TrialState::Flat {
+                prepared,
+                layout: Rc::new(layout),
+                retimes: Vec::new(),
+                flat,
+            },
+            None => TrialState::Built(layout.build(graph)?.graph),
+        };
+        Ok(Trial {
+            state,
+            tensors,
+            bytes,
+        })
+    }
+
+    /// `graph` itself.
+    pub(crate) fn built(graph: Graph) -> Trial<'p> {
+        Trial {
+            state: TrialState::Built(graph),
+            tensors: 0,
+            bytes: 0,
         }
     }
-    let rewritten = layout.build(graph)?;
-    Ok(Simulated {
-        run: simulate_reference(&rewritten.graph, machine),
-        tensors: rewritten.tensors,
-        bytes: rewritten.bytes,
-    })
+
+    /// [`simulate`] of the graph on `machine`.
+    pub(crate) fn simulate(
+        &self,
+        machine: &Machine,
+    ) -> Result<Result<crate::simulate::Run, SimulateError>, RewriteError> {
+        if let TrialState::Flat { flat, .. } = &self.state {
+            if let Ok(run) = simulate_flat(flat, machine) {
+                return Ok(Ok(run));
+            }
+        }
+        Ok(match &self.state {
+            TrialState::Built(graph) => simulate_reference(graph, machine),
+            TrialState::Flat { .. } => simulate_reference(&self.graph()?, machine),
+        })
+    }
+
+    /// The graph with one round of [`retime_restores`] applied, from its simulation `run`
+    /// (errors as [`retime_restores_simulated`]'s).
+    pub(crate) fn retimed(&self, run: &crate::simulate::Run) -> Result<Trial<'p>, RewriteError> {
+        let state = match &self.state {
+            TrialState::Flat {
+                prepared,
+                layout,
+                retimes,
+                flat,
+            } => {
+                let retime = Retime::of(flat, run);
+                match retime.flat(flat) {
+                    Some(next) => TrialState::Flat {
+                        prepared,
+                        layout: Rc::clone(layout),
+                        retimes: retimes.iter().cloned().chain([Rc::new(retime)]).collect(),
+                        flat: next,
+                    },
+                    None => TrialState::Built(retime.graph(&self.graph()?)?),
+                }
+            }
+            TrialState::Built(graph) => TrialState::Built(retime_restores_simulated(graph, run)?),
+        };
+        Ok(Trial {
+            state,
+            tensors: self.tensors,
+            bytes: self.bytes,
+        })
+    }
+
+    /// The graph.
+    fn graph(&self) -> Result<Graph, RewriteError> {
+        match &self.state {
+            TrialState::Built(graph) => Ok(graph.clone()),
+            TrialState::Flat {
+                prepared,
+                layout,
+                retimes,
+                flat,
+            } => {
+                let graph = layout.build(prepared.graph)?.graph;
+                if retimes.is_empty() {
+                    return Ok(graph);
+                }
+                // The rounds at once: their orders composed, and the control edges of the
+                // last, which `flat` holds (equal to the graph's; tested).
+                let mut order: Vec<usize> = (0..graph.nodes().len()).collect();
+                for retime in retimes {
+                    order = retime.order.iter().map(|&i| order[i]).collect();
+                }
+                reordered(&graph, &order, &flat.control)
+            }
+        }
+    }
+
+    /// The graph, built.
+    pub(crate) fn build(self) -> Result<Graph, RewriteError> {
+        match self.state {
+            TrialState::Built(graph) => Ok(graph),
+            TrialState::Flat { .. } => self.graph(),
+        }
+    }
 }
 
 #[cfg(not(test))]
@@ -613,23 +900,80 @@ fn simulate_reference(
     }
 }
 
+/// A new value of a rewrite, without its name (made by [`NewValue::name`] when a graph is
+/// built): `{tensor}@{suffix}`, of `dtype` and `bytes`, with the tensor's shape or none.
+struct NewValue {
+    of: ValueId,
+    suffix: Suffix,
+    dtype: DType,
+    bytes: u64,
+    kind: ValueKind,
+    /// Whether it has the tensor's shape (else none).
+    shaped: bool,
+}
+
+/// What a new value's name adds to its tensor's, after an `@`.
+#[derive(Clone, Copy, Debug)]
+enum Suffix {
+    /// The compressed tensor: the codec's name.
+    Codec(Codec),
+    /// The copy on the host: `host`.
+    Host,
+    /// A compressed copy back for a reader: `{codec}@{reader}`.
+    CodecFor(Codec, NodeId),
+    /// The restored tensor for a reader: the reader's name.
+    For(NodeId),
+}
+
+impl NewValue {
+    fn name(&self, graph: &Graph) -> String {
+        let v = &graph.value(self.of).name;
+        match self.suffix {
+            Suffix::Codec(c) => format!("{v}@{}", c.name()),
+            Suffix::Host => format!("{v}@host"),
+            Suffix::CodecFor(c, r) => format!("{v}@{}@{}", c.name(), graph.node(r).name),
+            Suffix::For(r) => format!("{v}@{}", graph.node(r).name),
+        }
+    }
+
+    fn shape<'g>(&self, graph: &'g Graph) -> Option<&'g Vec<u64>> {
+        self.shaped
+            .then(|| graph.value(self.of).shape.as_ref())
+            .flatten()
+    }
+
+    /// The value [`Layout::build`] adds.
+    fn value(&self, graph: &Graph) -> Value {
+        let mut value = Value::with_bytes(self.name(graph), self.dtype, self.bytes, self.kind);
+        value.shape = self.shape(graph).cloned();
+        value
+    }
+}
+
 /// The new values of a rewrite, added as [`Graph::add_value`] would add them to a copy
 /// of the input graph (the same ids and errors).
 struct NewValues<'g> {
     graph: &'g Graph,
-    names: HashSet<String>,
-    values: Vec<Value>,
+    /// The names so far, when the rewrite's names must be checked one by one ([`Names`]);
+    /// `None` when they are known to be new and distinct.
+    names: Option<HashSet<String>>,
+    values: Vec<NewValue>,
 }
 
 impl NewValues<'_> {
-    fn add_value(&mut self, mut value: Value) -> Result<ValueId, GraphError> {
-        if self.graph.value_by_name(&value.name).is_some() || self.names.contains(&value.name) {
-            return Err(GraphError::DuplicateValue { name: value.name });
+    fn add_value(&mut self, value: NewValue) -> Result<ValueId, GraphError> {
+        let graph = self.graph;
+        if let Some(names) = &mut self.names {
+            let name = value.name(graph);
+            if graph.value_by_name(&name).is_some() || names.contains(&name) {
+                return Err(GraphError::DuplicateValue { name });
+            }
+            names.insert(name);
         }
-        if let Some(shape) = &value.shape {
+        if let Some(shape) = value.shape(graph) {
             if memplan_graph::ir::shape_bytes(value.dtype, shape) != Some(value.bytes) {
                 return Err(GraphError::BytesMismatch {
-                    name: value.name.clone(),
+                    name: value.name(graph),
                     dtype: value.dtype,
                     shape: shape.clone(),
                     bytes: value.bytes,
@@ -637,25 +981,24 @@ impl NewValues<'_> {
             }
         }
         let id = ValueId(
-            u32::try_from(self.graph.values().len() + self.values.len())
+            u32::try_from(graph.values().len() + self.values.len())
                 .map_err(|_| GraphError::TooLarge)?,
         );
-        value.producer = None;
-        value.consumers.clear();
-        self.names.insert(value.name.clone());
         self.values.push(value);
         Ok(id)
     }
 }
 
-/// A rewrite decided but not built: the new values, the inserted nodes by slot, the
-/// rerouted inputs and the new control edges.
+/// A rewrite decided but not built: the new values, the inserted nodes, the rerouted
+/// inputs and the new control edges.
 struct Layout {
-    values: Vec<Value>,
-    reductions: Vec<Vec<Insert>>,
-    restores: Vec<Vec<Insert>>,
+    values: Vec<NewValue>,
+    inserts: Vec<Insert>,
+    /// Whether the names of `values` and `inserts` are known to be new and distinct
+    /// ([`Names`]); if not, only [`Layout::build`] checks the nodes' names.
+    plain: bool,
     reroute: HashMap<(NodeId, ValueId), ValueId>,
-    edges: Vec<(String, String)>,
+    edges: Vec<(At, At)>,
     tensors: usize,
     bytes: u64,
     restore_count: usize,
@@ -673,7 +1016,6 @@ fn layout(
     if !reduction.is_valid() {
         return Err(RewriteError::EmptyReduction);
     }
-    let n = graph.nodes().len();
     let machine = &options.machine;
     let compute = &prepared.compute;
     // Validate the requests.
@@ -694,7 +1036,7 @@ fn layout(
         if v.bytes == 0 {
             return Err(bad("it has no bytes"));
         }
-        if is_reduced(graph, swap.value) {
+        if prepared.reduced()[swap.value.index()] {
             return Err(bad(
                 "it is already reduced (a rewrite reduces a tensor once)",
             ));
@@ -722,6 +1064,11 @@ fn layout(
         }
         requests.push((swap.value, producer, readers));
     }
+    // Whether the new names are known to be new and distinct.
+    let names = prepared.names.get_or_init(|| Names::new(graph));
+    let plain = requests.iter().all(|(value, _, readers)| {
+        names.value_ok[value.index()] && readers.iter().all(|r| names.reader_ok[r.index()])
+    });
     let run = match (options.prefetch, options.serialize_reductions) {
         (Prefetch::Slack | Prefetch::Queued, _) | (_, Serialize::AfterCopy) => match given {
             Some(run) => Some(std::borrow::Cow::Borrowed(run)),
@@ -772,24 +1119,30 @@ fn layout(
 
     let mut new_graph = NewValues {
         graph,
-        names: HashSet::new(),
+        names: (!plain).then(HashSet::new),
         values: Vec::new(),
     };
+    // A new activation: `of`'s name and the suffix, with `of`'s shape when `shaped`.
     let add =
-        |g: &mut NewValues, name: String, dtype: DType, bytes: u64, shape: Option<Vec<u64>>| {
-            let mut value = Value::with_bytes(name, dtype, bytes, ValueKind::Activation);
-            value.shape = shape;
-            g.add_value(value)
+        |g: &mut NewValues, of: ValueId, suffix: Suffix, dtype: DType, bytes: u64, shaped: bool| {
+            g.add_value(NewValue {
+                of,
+                suffix,
+                dtype,
+                bytes,
+                kind: ValueKind::Activation,
+                shaped,
+            })
         };
-    // Inserted nodes by slot: slot s runs after original node s - 1 (slot 0 first).
-    let mut reductions: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
-    let mut restores: Vec<Vec<Insert>> = (0..=n).map(|_| Vec::new()).collect();
+    // Inserted nodes, each with its slot: slot s runs after original node s - 1 (slot 0
+    // first).
+    let mut inserts: Vec<Insert> = Vec::new();
     // Rerouted inputs: (reader, value) -> restored value.
     let mut reroute: HashMap<(NodeId, ValueId), ValueId> = HashMap::new();
-    // Control edges named by node name (resolved once all nodes exist).
-    let mut edges: Vec<(String, String)> = Vec::new();
-    // (reader position, value, name of the restore's first node) for serialization.
-    let mut restore_heads: Vec<(usize, ValueId, String)> = Vec::new();
+    // Control edges.
+    let mut edges: Vec<(At, At)> = Vec::new();
+    // (reader position, value, the restore's first node) for serialization.
+    let mut restore_heads: Vec<(usize, ValueId, usize)> = Vec::new();
     let mut bytes_total = 0u64;
     let mut restore_count = 0usize;
     for (value, producer, readers) in &requests {
@@ -799,21 +1152,29 @@ fn layout(
             .ok_or(GraphError::TooLarge)?;
         let wire = reduction.wire_bytes(v.bytes);
         let slot = producer.map_or(0, |p| p + 1);
+        // A node inserted for this tensor (and `reader`, a restore).
+        let insert = |role, reader, slot, input, output, ms| Insert {
+            role,
+            value: *value,
+            reader,
+            slot,
+            moved: 0,
+            input,
+            output,
+            ms,
+        };
         // Reduction chain (none for recomputation).
-        let pushed_before = reductions[slot].len();
+        let mut last_reduction = None;
         let mut current = *value;
         if let Some(codec) = reduction.codec {
-            let out = add(
-                &mut new_graph,
-                format!("{}@{}", v.name, codec.name()),
-                codec.dtype(),
-                wire,
+            let suffix = Suffix::Codec(codec);
+            let out = add(&mut new_graph, *value, suffix, codec.dtype(), wire, false)?;
+            last_reduction = Some(inserts.len());
+            inserts.push(insert(
+                Role::Compress,
                 None,
-            )?;
-            reductions[slot].push(Insert::unary(
-                format!("compress:{}", v.name),
-                COMPRESS,
-                current,
+                slot,
+                Some(current),
                 out,
                 machine.codec_ms(v.bytes),
             ));
@@ -821,26 +1182,25 @@ fn layout(
         }
         let mut stored = current;
         if reduction.to_host {
-            let mut host = Value::with_bytes(
-                format!("{}@host", v.name),
-                reduction.codec.map_or(v.dtype, Codec::dtype),
-                wire,
-                ValueKind::Host,
-            );
-            host.shape = None;
-            let out = new_graph.add_value(host)?;
-            reductions[slot].push(Insert::unary(
-                format!("swapout:{}", v.name),
-                SWAP_OUT,
-                current,
+            let out = new_graph.add_value(NewValue {
+                of: *value,
+                suffix: Suffix::Host,
+                dtype: reduction.codec.map_or(v.dtype, Codec::dtype),
+                bytes: wire,
+                kind: ValueKind::Host,
+                shaped: false,
+            })?;
+            last_reduction = Some(inserts.len());
+            inserts.push(insert(
+                Role::SwapOut,
+                None,
+                slot,
+                Some(current),
                 out,
                 machine.copy_ms(Engine::DeviceToHost, wire),
             ));
             stored = out;
         }
-        let last_reduction = reductions[slot][pushed_before..]
-            .last()
-            .map(|i| i.name.clone());
         if options.serialize_reductions != Serialize::None && last_reduction.is_some() {
             // Readers that keep the device copy (not rerouted to a restore).
             let keepers = v
@@ -863,32 +1223,29 @@ fn layout(
                     let done = ready.max(queue) + reduction.reduce_ms(machine, v.bytes);
                     // The first compute node at or after `from` starting at `done` or later.
                     let k = compute_at.partition_point(|&t| t < from);
-                    let j = k + compute_at[k..].partition_point(|&t| run.start[t] + 1e-9 < done);
+                    let j = k + partition_point_from_start(&compute_at[k..], |&t| {
+                        run.start[t] + 1e-9 < done
+                    });
                     compute_at.get(j).copied()
                 }
                 _ => None,
             };
-            if let (Some(t), Some(red)) = (target, &last_reduction) {
-                edges.push((red.clone(), graph.nodes()[t].name.clone()));
+            if let (Some(t), Some(red)) = (target, last_reduction) {
+                edges.push((At::Insert(red), At::Node(NodeId(t as u32))));
             }
         }
         // Restores.
         for &reader in readers {
             let c = reader.index();
-            let reader_name = &graph.node(reader).name;
             restore_count += 1;
             let mut current = stored;
             let mut head = None;
             if reduction.to_host {
-                let (dtype, shape) = match reduction.codec {
-                    Some(codec) => (codec.dtype(), None),
-                    None => (v.dtype, v.shape.clone()),
+                let (suffix, dtype, shaped) = match reduction.codec {
+                    Some(codec) => (Suffix::CodecFor(codec, reader), codec.dtype(), false),
+                    None => (Suffix::For(reader), v.dtype, true),
                 };
-                let name = match reduction.codec {
-                    Some(codec) => format!("{}@{}@{reader_name}", v.name, codec.name()),
-                    None => format!("{}@{reader_name}", v.name),
-                };
-                let out = add(&mut new_graph, name, dtype, wire, shape)?;
+                let out = add(&mut new_graph, *value, suffix, dtype, wire, shaped)?;
                 let low = producer.map_or(0, |p| p + 1);
                 let source = match options.prefetch {
                     Prefetch::Slack => {
@@ -899,8 +1256,9 @@ fn layout(
                         let lo = compute_at.partition_point(|&u| u < low);
                         let hi = compute_at.partition_point(|&u| u < c);
                         let fit = lo
-                            + compute_at[lo..hi]
-                                .partition_point(|&u| run.finish[u] + need <= run.start[c] + 1e-9);
+                            + partition_point_from_end(&compute_at[lo..hi], |&u| {
+                                run.finish[u] + need <= run.start[c] + 1e-9
+                            });
                         let in_time = if options.largest_output {
                             widest.as_ref().and_then(|w| w.max(lo, fit)).map(|(_, u)| u)
                         } else {
@@ -935,38 +1293,34 @@ fn layout(
                         .and_then(|top| (low..c).rev().find(|&u| compute[u] && levels[u] <= top)),
                     Prefetch::None => None,
                 };
-                let name = format!("swapin:{}@{reader_name}", v.name);
+                let me = inserts.len();
                 if let Some(u) = source {
-                    edges.push((graph.nodes()[u].name.clone(), name.clone()));
+                    edges.push((At::Node(NodeId(u as u32)), At::Insert(me)));
                 }
                 let at = source.map_or(slot, |u| (u + 1).max(slot));
-                restore_heads.push((c, *value, name.clone()));
+                restore_heads.push((c, *value, me));
                 head = Some(at);
-                restores[at].push(Insert::unary(
-                    name,
-                    SWAP_IN,
-                    current,
+                inserts.push(insert(
+                    Role::SwapIn,
+                    Some(reader),
+                    at,
+                    Some(current),
                     out,
                     machine.copy_ms(Engine::HostToDevice, wire),
                 ));
                 current = out;
             }
             if reduction.codec.is_some() {
-                let out = add(
-                    &mut new_graph,
-                    format!("{}@{reader_name}", v.name),
-                    v.dtype,
-                    v.bytes,
-                    v.shape.clone(),
-                )?;
-                let name = format!("decompress:{}@{reader_name}", v.name);
+                let suffix = Suffix::For(reader);
+                let out = add(&mut new_graph, *value, suffix, v.dtype, v.bytes, true)?;
                 if head.is_none() {
-                    restore_heads.push((c, *value, name.clone()));
+                    restore_heads.push((c, *value, inserts.len()));
                 }
-                restores[c].push(Insert::unary(
-                    name,
-                    DECOMPRESS,
-                    current,
+                inserts.push(insert(
+                    Role::Decompress,
+                    Some(reader),
+                    c,
+                    Some(current),
                     out,
                     machine.codec_ms(v.bytes),
                 ));
@@ -975,70 +1329,44 @@ fn layout(
             if reduction.recompute {
                 // Validated above: a compute producer with one output and a latency.
                 let p = &graph.nodes()[producer.expect("validated")];
-                current = add(
-                    &mut new_graph,
-                    format!("{}@{reader_name}", v.name),
-                    v.dtype,
-                    v.bytes,
-                    v.shape.clone(),
-                )?;
-                let name = format!("recompute:{}@{reader_name}", v.name);
-                restore_heads.push((c, *value, name.clone()));
-                let mut attributes = p.attributes.clone();
-                attributes.insert(
-                    RECOMPUTES.to_string(),
-                    memplan_graph::Attribute::String(p.name.clone()),
-                );
-                restores[c].push(Insert {
-                    name,
-                    op: RECOMPUTE,
-                    inputs: p.inputs.clone(),
-                    outputs: vec![current],
-                    attributes,
-                    ms: p.latency_ms.expect("validated"),
-                });
+                let suffix = Suffix::For(reader);
+                current = add(&mut new_graph, *value, suffix, v.dtype, v.bytes, true)?;
+                restore_heads.push((c, *value, inserts.len()));
+                inserts.push(insert(
+                    Role::Recompute,
+                    Some(reader),
+                    c,
+                    None,
+                    current,
+                    p.latency_ms.expect("validated"),
+                ));
             }
             reroute.insert((reader, *value), current);
         }
     }
     // Serialization of restores: reader of the previous restore -> next restore. The
     // restore must then be placed after that reader.
-    let mut moves: Vec<(String, usize)> = Vec::new();
+    let mut moved = 0;
     if options.serialize_restores {
         restore_heads.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
         for pair in restore_heads.windows(2) {
             let (prev, next) = (&pair[0], &pair[1]);
             if prev.0 < next.0 {
-                edges.push((graph.nodes()[prev.0].name.clone(), next.2.clone()));
-                moves.push((next.2.clone(), prev.0 + 1));
-            }
-        }
-    }
-    if !moves.is_empty() {
-        let mut slot_of: HashMap<String, usize> = HashMap::new();
-        for (s, inserts) in restores.iter().enumerate() {
-            for insert in inserts {
-                slot_of.insert(insert.name.clone(), s);
-            }
-        }
-        for (name, at_least) in moves {
-            let s = slot_of[&name];
-            if s < at_least {
-                let k = restores[s]
-                    .iter()
-                    .position(|i| i.name == name)
-                    .expect("indexed above");
-                let insert = restores[s].remove(k);
-                restores[at_least].push(insert);
-                slot_of.insert(name, at_least);
+                edges.push((At::Node(NodeId(prev.0 as u32)), At::Insert(next.2)));
+                let insert = &mut inserts[next.2];
+                if insert.slot < prev.0 + 1 {
+                    insert.slot = prev.0 + 1;
+                    moved += 1;
+                    insert.moved = moved;
+                }
             }
         }
     }
 
     Ok(Layout {
         values: new_graph.values,
-        reductions,
-        restores,
+        inserts,
+        plain,
         reroute,
         edges,
         tensors: requests.len(),
@@ -1048,54 +1376,76 @@ fn layout(
 }
 
 impl Layout {
+    /// The inserted nodes' indices in [`Layout::inserts`], in the order they are emitted
+    /// ([`Insert::order_key`]), and for each slot `s` where its nodes start in that list
+    /// (`starts[s]..starts[s + 1]`).
+    fn emission(&self, n: usize) -> (Vec<usize>, Vec<usize>) {
+        let mut order: Vec<usize> = (0..self.inserts.len()).collect();
+        order.sort_unstable_by_key(|&k| self.inserts[k].order_key(k));
+        let mut starts = vec![0usize; n + 2];
+        for insert in &self.inserts {
+            starts[insert.slot + 1] += 1;
+        }
+        for s in 0..=n {
+            starts[s + 1] += starts[s];
+        }
+        (order, starts)
+    }
+
     /// The rewritten graph.
-    fn build(self, graph: &Graph) -> Result<Rewritten, RewriteError> {
+    fn build(&self, graph: &Graph) -> Result<Rewritten, RewriteError> {
+        let n = graph.nodes().len();
+        let (order, starts) = self.emission(n);
         let Layout {
             values,
-            mut reductions,
-            mut restores,
+            inserts,
             reroute,
             edges,
             tensors,
             bytes,
             restore_count,
+            ..
         } = self;
-        let n = graph.nodes().len();
-        let inserted: usize = reductions.iter().chain(&restores).map(Vec::len).sum();
         let mut new_graph = Graph::with_capacity(
             graph.name.clone(),
-            n + inserted,
+            n + inserts.len(),
             graph.values().len() + values.len(),
         );
-        for value in graph.values().iter().chain(&values) {
+        for value in graph.values() {
             new_graph.add_value(value.clone())?;
+        }
+        for value in values {
+            new_graph.add_value(value.value(graph))?;
         }
         // Emit the nodes: slot 0, then each original node followed by its slot.
         let mut node_map = Vec::with_capacity(n);
-        let emit = |g: &mut Graph,
-                    slot: usize,
-                    reductions: &mut Vec<Vec<Insert>>,
-                    restores: &mut Vec<Vec<Insert>>|
-         -> Result<(), GraphError> {
-            // Copies back before decompressions: a moved copy may share its reader's slot.
-            let mut restored = std::mem::take(&mut restores[slot]);
-            restored.sort_by_key(|insert| insert.op != SWAP_IN);
-            for insert in std::mem::take(&mut reductions[slot])
-                .into_iter()
-                .chain(restored)
-            {
+        let mut insert_ids = vec![NodeId(0); inserts.len()];
+        let mut emit = |g: &mut Graph, slot: usize| -> Result<(), GraphError> {
+            for &k in &order[starts[slot]..starts[slot + 1]] {
+                let insert = &inserts[k];
+                let mut attributes = BTreeMap::new();
+                if insert.role == Role::Recompute {
+                    let (p, _) = graph.value(insert.value).producer.expect("validated");
+                    let p = graph.node(p);
+                    attributes = p.attributes.clone();
+                    attributes.insert(
+                        RECOMPUTES.to_string(),
+                        memplan_graph::Attribute::String(p.name.clone()),
+                    );
+                }
                 let id = g.add_node(
-                    insert.name,
-                    insert.op,
-                    insert.inputs,
-                    insert.outputs,
-                    insert.attributes,
+                    insert.name(graph),
+                    insert.role.op(),
+                    insert.inputs(graph).to_vec(),
+                    vec![insert.output],
+                    attributes,
                 )?;
                 g.set_latency(id, Some(insert.ms));
+                insert_ids[k] = id;
             }
             Ok(())
         };
-        emit(&mut new_graph, 0, &mut reductions, &mut restores)?;
+        emit(&mut new_graph, 0)?;
         for (i, node) in graph.nodes().iter().enumerate() {
             let me = NodeId(i as u32);
             let inputs = node
@@ -1113,45 +1463,43 @@ impl Layout {
             new_graph.set_latency(id, node.latency_ms);
             new_graph.set_domain(id, node.domain.clone());
             node_map.push(id);
-            emit(&mut new_graph, i + 1, &mut reductions, &mut restores)?;
+            emit(&mut new_graph, i + 1)?;
         }
         new_graph.set_inputs(graph.inputs().to_vec())?;
         new_graph.set_outputs(graph.outputs().to_vec())?;
         for &(from, to) in graph.control_edges() {
             new_graph.add_control_edge(node_map[from.index()], node_map[to.index()])?;
         }
-        for (from, to) in edges {
-            let id = |name: &str| new_graph.node_by_name(name).expect("inserted above");
-            let (a, b) = (id(&from), id(&to));
-            new_graph.add_control_edge(a, b)?;
+        let id = |at: At| match at {
+            At::Node(u) => node_map[u.index()],
+            At::Insert(k) => insert_ids[k],
+        };
+        for &(from, to) in edges {
+            new_graph.add_control_edge(id(from), id(to))?;
         }
         check(&new_graph)?;
         Ok(Rewritten {
             graph: new_graph,
-            tensors,
-            bytes,
-            restores: restore_count,
+            tensors: *tensors,
+            bytes: *bytes,
+            restores: *restore_count,
             node_map,
         })
     }
 
     /// The [`Flat`] arrays of the graph [`Layout::build`] would build; `None` when that
-    /// graph would not pass [`check`] or a new node's name is taken (build it for the
-    /// error).
+    /// graph would not pass [`check`] or its new names are not known to be new and
+    /// distinct ([`Names`]; build it for the error, if any).
     fn flat(&self, graph: &Graph, prepared: &Prepared) -> Option<Flat> {
-        let (base, base_writes_ok) = prepared.flat();
-        if !base_writes_ok {
+        if !self.plain {
             return None;
         }
+        let base = prepared.flat();
         let n = graph.nodes().len();
         let base_values = graph.values().len();
-        let inserted: usize = self
-            .reductions
-            .iter()
-            .chain(&self.restores)
-            .map(Vec::len)
-            .sum();
+        let inserted = self.inserts.len();
         let total = n + inserted;
+        let (order, starts) = self.emission(n);
         let mut flat = Flat {
             engine: Vec::with_capacity(total),
             recompute: Vec::with_capacity(total),
@@ -1163,52 +1511,27 @@ impl Layout {
         flat.input_start.push(0);
         let values = base_values + self.values.len();
         let mut producer: Vec<Option<NodeId>> = vec![None; values];
-        // Whether the new nodes' outputs pass [`check`]'s host rule.
-        let mut writes_ok = true;
-        let mut names: HashMap<&str, NodeId> = HashMap::with_capacity(inserted);
+        let mut insert_ids = vec![NodeId(0); inserted];
         let mut node_map = Vec::with_capacity(n);
         let mut rerouted = vec![false; n];
         for &(reader, _) in self.reroute.keys() {
             rerouted[reader.index()] = true;
         }
-        let kind = |v: ValueId| {
-            if v.index() < base_values {
-                base.kind[v.index()]
-            } else {
-                self.values[v.index() - base_values].kind
-            }
-        };
-        let mut emit = |flat: &mut Flat,
-                        producer: &mut Vec<Option<NodeId>>,
-                        writes_ok: &mut bool,
-                        slot: usize|
-         -> bool {
-            let restored = self.restores[slot].iter();
-            let copies = restored.clone().filter(|i| i.op == SWAP_IN);
-            let others = restored.filter(|i| i.op != SWAP_IN);
-            for insert in self.reductions[slot].iter().chain(copies).chain(others) {
+        let mut emit = |flat: &mut Flat, producer: &mut Vec<Option<NodeId>>, slot: usize| {
+            for &k in &order[starts[slot]..starts[slot + 1]] {
+                let insert = &self.inserts[k];
                 let id = NodeId(flat.engine.len() as u32);
-                if graph.node_by_name(&insert.name).is_some()
-                    || names.insert(&insert.name, id).is_some()
-                {
-                    return false;
-                }
-                for &o in &insert.outputs {
-                    producer[o.index()] = Some(id);
-                    *writes_ok &= (kind(o) == ValueKind::Host) == (insert.op == SWAP_OUT);
-                }
+                insert_ids[k] = id;
+                producer[insert.output.index()] = Some(id);
                 flat.push_node(
-                    Engine::of(insert.op),
-                    insert.op == RECOMPUTE,
+                    Engine::of(insert.role.op()),
+                    insert.role == Role::Recompute,
                     Some(insert.ms),
-                    insert.inputs.iter().flatten().copied(),
+                    insert.inputs(graph).iter().flatten().copied(),
                 );
             }
-            true
         };
-        if !emit(&mut flat, &mut producer, &mut writes_ok, 0) {
-            return None;
-        }
+        emit(&mut flat, &mut producer, 0);
         for (i, &moved) in rerouted.iter().enumerate() {
             let id = NodeId(flat.engine.len() as u32);
             let inputs = &base.inputs[base.input_start[i]..base.input_start[i + 1]];
@@ -1231,12 +1554,7 @@ impl Layout {
                 );
             }
             node_map.push(id);
-            if !emit(&mut flat, &mut producer, &mut writes_ok, i + 1) {
-                return None;
-            }
-        }
-        if !writes_ok {
-            return None;
+            emit(&mut flat, &mut producer, i + 1);
         }
         // Original values keep their producers, renumbered; new ones got theirs above.
         for (k, p) in base.producer.iter().enumerate() {
@@ -1249,36 +1567,19 @@ impl Layout {
         flat.output = base.output.clone();
         flat.output.resize(values, false);
         flat.producer = producer;
-        // [`check`]: data predecessors first, host values read by copies back only.
-        for j in 0..flat.engine.len() {
-            for &v in &flat.inputs[flat.input_start[j]..flat.input_start[j + 1]] {
-                if flat.producer[v.index()].is_some_and(|p| p.index() >= j) {
-                    return None;
-                }
-                if flat.kind[v.index()] == ValueKind::Host && flat.engine[j] != Engine::HostToDevice
-                {
-                    return None;
-                }
-            }
-        }
         flat.control = Vec::with_capacity(base.control.len() + self.edges.len());
         for &(from, to) in &base.control {
             flat.control
                 .push((node_map[from.index()], node_map[to.index()]));
         }
-        let resolve = |name: &str| {
-            names
-                .get(name)
-                .copied()
-                .or_else(|| graph.node_by_name(name).map(|i| node_map[i.index()]))
+        let id = |at: At| match at {
+            At::Node(u) => node_map[u.index()],
+            At::Insert(k) => insert_ids[k],
         };
-        for (from, to) in &self.edges {
-            flat.control.push((resolve(from)?, resolve(to)?));
+        for &(from, to) in &self.edges {
+            flat.control.push((id(from), id(to)));
         }
-        if flat.control.iter().any(|&(from, to)| from >= to) {
-            return None;
-        }
-        Some(flat)
+        flat.passes_check().then_some(flat)
     }
 }
 
@@ -1310,7 +1611,23 @@ pub fn is_reduced(graph: &Graph, value: ValueId) -> bool {
         .value(value)
         .consumers
         .iter()
-        .any(|&(c, _)| matches!(graph.node(c).op_type.as_str(), COMPRESS | SWAP_OUT))
+        .any(|&(c, _)| reduces(graph.node(c)))
+}
+
+/// [`is_reduced`] of every value, in one pass over the nodes.
+pub fn reduced_values(graph: &Graph) -> Vec<bool> {
+    let mut out = vec![false; graph.values().len()];
+    for node in graph.nodes().iter().filter(|node| reduces(node)) {
+        for v in node.inputs.iter().flatten() {
+            out[v.index()] = true;
+        }
+    }
+    out
+}
+
+/// Whether `node` is a reduction ([`COMPRESS`] or [`SWAP_OUT`]).
+fn reduces(node: &memplan_graph::Node) -> bool {
+    matches!(node.op_type.as_str(), COMPRESS | SWAP_OUT)
 }
 
 /// Topological levels over data and control edges: sources are level 0, every other
@@ -1409,79 +1726,164 @@ pub fn retime_restores_simulated(
     graph: &Graph,
     run: &crate::simulate::Run,
 ) -> Result<Graph, RewriteError> {
-    let nodes = graph.nodes();
-    let n = nodes.len();
-    let compute: Vec<bool> = nodes
-        .iter()
-        .map(|node| Engine::of(&node.op_type) == Engine::Compute)
-        .collect();
-    // (deadline, first reader position, ready, duration, copy back position, copy out position)
-    let mut copies = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        if node.op_type != SWAP_IN {
-            continue;
+    Retime::of(&Flat::of(graph), run).graph(graph)
+}
+
+/// One round of [`retime_restores`], decided on a graph's [`Flat`] arrays: the new node
+/// order, which nodes (the copies back) were moved, and their prefetch sources, by
+/// position in the input.
+#[derive(Clone, Debug)]
+struct Retime {
+    order: Vec<usize>,
+    moved: Vec<bool>,
+    /// (copy back, source).
+    sources: Vec<(usize, usize)>,
+}
+
+impl Retime {
+    /// The round for the graph of `f`, simulated as `run`.
+    fn of(f: &Flat, run: &crate::simulate::Run) -> Retime {
+        let n = f.engine.len();
+        let copy = |i: usize| f.engine[i] == Engine::HostToDevice;
+        // Per copy back: its first reader and the earliest start of its readers.
+        let mut first = vec![usize::MAX; n];
+        let mut deadline = vec![f64::INFINITY; n];
+        for j in 0..n {
+            for v in f.node_inputs(j) {
+                if let Some(p) = f.producer[v.index()]
+                    .map(NodeId::index)
+                    .filter(|&p| copy(p))
+                {
+                    first[p] = first[p].min(j);
+                    deadline[p] = deadline[p].min(run.start[j]);
+                }
+            }
         }
-        let readers: Vec<usize> = node
-            .outputs
+        // (deadline, first reader position, ready, duration, copy back position, copy out position)
+        let mut copies = Vec::new();
+        for i in (0..n).filter(|&i| copy(i) && first[i] != usize::MAX) {
+            let source = f.node_inputs(i).iter().find_map(|v| f.producer[v.index()]);
+            let out_at = source.map_or(0, NodeId::index);
+            let ready = source.map_or(0.0, |p| run.finish[p.index()]);
+            let ms = run.finish[i] - run.start[i];
+            copies.push((deadline[i], first[i], ready, ms, i, out_at));
+        }
+        // Queue order: by first reader (a compute reader's start follows its position; a
+        // copy out reading a restored value must stay after its restore).
+        copies.sort_by(|a, b| a.1.cmp(&b.1).then(a.4.cmp(&b.4)));
+        // Latest starts, backwards.
+        let mut latest = vec![0.0f64; copies.len()];
+        let mut next = f64::INFINITY;
+        for (k, &(deadline, _, ready, ms, _, _)) in copies.iter().enumerate().rev() {
+            latest[k] = deadline.min(next) - ms;
+            next = latest[k].max(ready);
+        }
+        // Sources and slots: a copy back goes right after original position `slot`.
+        let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut sources: Vec<(usize, usize)> = Vec::new();
+        let mut previous = 0usize;
+        for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
+            let source = (0..reader)
+                .rev()
+                .find(|&u| f.engine[u] == Engine::Compute && run.finish[u] <= latest[k] + 1e-9);
+            if let Some(u) = source {
+                sources.push((at, u));
+            }
+            let slot = source.unwrap_or(0).max(out_at).max(previous);
+            previous = slot;
+            after[slot].push(at);
+        }
+        let mut moved = vec![false; n];
+        for c in &copies {
+            moved[c.4] = true;
+        }
+        let mut order = Vec::with_capacity(n);
+        for (i, placed) in after.iter().enumerate() {
+            if !moved[i] {
+                order.push(i);
+            }
+            order.extend(placed.iter().copied());
+        }
+        Retime {
+            order,
+            moved,
+            sources,
+        }
+    }
+
+    /// Per input position, the new node id.
+    fn new_ids(&self) -> Vec<NodeId> {
+        let mut new_id = vec![NodeId(0); self.order.len()];
+        for (k, &i) in self.order.iter().enumerate() {
+            new_id[i] = NodeId(k as u32);
+        }
+        new_id
+    }
+
+    /// The control edges of the result, given those of the input and the new ids: the
+    /// input's edges except those into moved nodes, then one per prefetch source.
+    fn control(&self, control: &[(NodeId, NodeId)], new_id: &[NodeId]) -> Vec<(NodeId, NodeId)> {
+        let kept = control
             .iter()
-            .flat_map(|&v| graph.value(v).consumers.iter().map(|&(c, _)| c.index()))
-            .collect();
-        let Some(&first) = readers.iter().min() else {
-            continue;
+            .filter(|(_, to)| !self.moved[to.index()])
+            .map(|&(from, to)| (new_id[from.index()], new_id[to.index()]));
+        let sources = self.sources.iter().map(|&(at, u)| (new_id[u], new_id[at]));
+        kept.chain(sources).collect()
+    }
+
+    /// `graph` with the round applied; it passes [`check`].
+    fn graph(&self, graph: &Graph) -> Result<Graph, RewriteError> {
+        let control = self.control(graph.control_edges(), &self.new_ids());
+        reordered(graph, &self.order, &control)
+    }
+
+    /// The [`Flat`] arrays of [`Retime::graph`] of the graph of `f`; `None` when that graph
+    /// would not pass [`check`] (build it for the error).
+    fn flat(&self, f: &Flat) -> Option<Flat> {
+        let new_id = self.new_ids();
+        let mut out = Flat {
+            engine: Vec::with_capacity(self.order.len()),
+            recompute: Vec::with_capacity(self.order.len()),
+            latency: Vec::with_capacity(self.order.len()),
+            input_start: Vec::with_capacity(self.order.len() + 1),
+            inputs: Vec::with_capacity(f.inputs.len()),
+            kind: f.kind.clone(),
+            bytes: f.bytes.clone(),
+            producer: f
+                .producer
+                .iter()
+                .map(|p| p.map(|p| new_id[p.index()]))
+                .collect(),
+            output: f.output.clone(),
+            control: self.control(&f.control, &new_id),
         };
-        let deadline = readers
-            .iter()
-            .map(|&r| run.start[r])
-            .fold(f64::INFINITY, f64::min);
-        let source = node
-            .inputs
-            .iter()
-            .flatten()
-            .find_map(|&v| graph.value(v).producer);
-        let out_at = source.map_or(0, |(p, _)| p.index());
-        let ready = source.map_or(0.0, |(p, _)| run.finish[p.index()]);
-        let ms = run.finish[i] - run.start[i];
-        copies.push((deadline, first, ready, ms, i, out_at));
-    }
-    // Queue order: by first reader (a compute reader's start follows its position; a
-    // copy out reading a restored value must stay after its restore).
-    copies.sort_by(|a, b| a.1.cmp(&b.1).then(a.4.cmp(&b.4)));
-    // Latest starts, backwards.
-    let mut latest = vec![0.0f64; copies.len()];
-    let mut next = f64::INFINITY;
-    for (k, &(deadline, _, ready, ms, _, _)) in copies.iter().enumerate().rev() {
-        latest[k] = deadline.min(next) - ms;
-        next = latest[k].max(ready);
-    }
-    // Sources and slots: a copy back goes right after original position `slot`.
-    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut sources: Vec<(usize, usize)> = Vec::new();
-    let mut previous = 0usize;
-    for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
-        let source = (0..reader)
-            .rev()
-            .find(|&u| compute[u] && run.finish[u] <= latest[k] + 1e-9);
-        if let Some(u) = source {
-            sources.push((at, u));
+        out.input_start.push(0);
+        for &i in &self.order {
+            out.push_node(
+                f.engine[i],
+                f.recompute[i],
+                f.latency[i],
+                f.node_inputs(i).iter().copied(),
+            );
         }
-        let slot = source.unwrap_or(0).max(out_at).max(previous);
-        previous = slot;
-        after[slot].push(at);
+        out.passes_check().then_some(out)
     }
-    let moved: HashSet<usize> = copies.iter().map(|c| c.4).collect();
-    let mut order = Vec::with_capacity(n);
-    for (i, placed) in after.iter().enumerate() {
-        if !moved.contains(&i) {
-            order.push(i);
-        }
-        order.extend(placed.iter().copied());
-    }
-    let mut out = Graph::new(graph.name.clone());
+}
+
+/// `graph` with its nodes in `order` (by position in `graph`) and the control edges
+/// `control` (by new position) instead of its own; values, inputs and outputs unchanged.
+/// The result passes [`check`].
+fn reordered(
+    graph: &Graph,
+    order: &[usize],
+    control: &[(NodeId, NodeId)],
+) -> Result<Graph, RewriteError> {
+    let nodes = graph.nodes();
+    let mut out = Graph::with_capacity(graph.name.clone(), nodes.len(), graph.values().len());
     for value in graph.values() {
         out.add_value(value.clone())?;
     }
-    let mut new_id = vec![NodeId(0); n];
-    for &i in &order {
+    for &i in order {
         let node = &nodes[i];
         let id = out.add_node(
             node.name.clone(),
@@ -1492,20 +1894,22 @@ pub fn retime_restores_simulated(
         )?;
         out.set_latency(id, node.latency_ms);
         out.set_domain(id, node.domain.clone());
-        new_id[i] = id;
     }
     out.set_inputs(graph.inputs().to_vec())?;
     out.set_outputs(graph.outputs().to_vec())?;
-    for &(from, to) in graph.control_edges() {
-        if !moved.contains(&to.index()) {
-            out.add_control_edge(new_id[from.index()], new_id[to.index()])?;
-        }
-    }
-    for &(at, u) in &sources {
-        out.add_control_edge(new_id[u], new_id[at])?;
+    for &(from, to) in control {
+        out.add_control_edge(from, to)?;
     }
     check(&out)?;
     Ok(out)
+}
+
+/// Tests: the [`Flat`] arrays of [`retime_restores_simulated`] of `graph`, without
+/// building it.
+#[cfg(test)]
+pub(crate) fn retime_flat_for_tests(graph: &Graph, run: &crate::simulate::Run) -> Option<Flat> {
+    let flat = Flat::of(graph);
+    Retime::of(&flat, run).flat(&flat)
 }
 
 /// Tests: the [`Flat`] arrays of a rewrite, without building it.
@@ -1599,6 +2003,82 @@ mod tests {
             value: g.value_by_name("a").unwrap(),
             readers: readers.iter().map(|r| g.node_by_name(r).unwrap()).collect(),
         }
+    }
+
+    /// New names that may be taken or repeat ([`Names`]): the rewrite without building
+    /// its graph gives what building it gives, errors included. `chain` with value `a`
+    /// and node `D` renamed, plus an unread value and a node of no inputs.
+    #[test]
+    fn names_that_may_clash_give_the_built_results() {
+        let named = |a: &str, d: &str, extra_value: &str, extra_node: &str| {
+            let mut g = Graph::new("named");
+            let x = value(&mut g, "x", 10, ValueKind::Input);
+            let va = value(&mut g, a, 1000, ValueKind::Activation);
+            let b = value(&mut g, "b", 800, ValueKind::Activation);
+            let c = value(&mut g, "c", 100, ValueKind::Activation);
+            let vd = value(&mut g, "d", 10, ValueKind::Activation);
+            let extra = value(&mut g, extra_value, 10, ValueKind::Activation);
+            node(&mut g, "A", &[x], va);
+            node(&mut g, "B", &[va], b);
+            node(&mut g, "C", &[b], c);
+            node(&mut g, d, &[c, va], vd);
+            node(&mut g, extra_node, &[], extra);
+            g.set_inputs(vec![x]).unwrap();
+            g.set_outputs(vec![vd, extra]).unwrap();
+            (g, va, NodeId(3))
+        };
+        let cases = [
+            // (a, D, extra value, extra node, clashes)
+            ("a", "D", "e", "E", false),
+            ("a", "D", "a@D", "E", true),
+            ("a", "D", "a@fp16", "E", true),
+            ("a", "host", "e", "E", true),
+            ("a", "fp16", "e", "E", true),
+            ("a", "D", "e", "swapout:a", true),
+            ("a", "D", "e", "swapin:a@D", true),
+            ("a", "D", "e", "recompute:a@D", true),
+            ("a@D", "D", "e", "E", false),
+            ("a", "x@D", "e", "E", false),
+            ("a", "D", "e", "swapin:b@D", false),
+        ];
+        let reductions = [
+            Reduction::SWAP,
+            Reduction::compress(Codec::Fp16, true),
+            Reduction::compress(Codec::Fp16, false),
+            Reduction::RECOMPUTE,
+        ];
+        let mut clashed = 0;
+        for (a, d, extra_value, extra_node, clashes) in cases {
+            let (g, va, reader) = named(a, d, extra_value, extra_node);
+            let swaps = [Swap {
+                value: va,
+                readers: vec![reader],
+            }];
+            let mut any = false;
+            for reduction in reductions {
+                let options = Options::method(reduction, machine());
+                let built = rewrite(&g, &swaps, &options);
+                let fast = rewrite_and_simulate(&g, &swaps, &options, None, &machine());
+                match (built, fast) {
+                    (Ok(built), Ok(fast)) => {
+                        assert_eq!(fast.run, simulate(&built.graph, &machine()), "{a} {d}");
+                        assert_eq!((fast.tensors, fast.bytes), (built.tensors, built.bytes));
+                    }
+                    (Err(built), Err(fast)) => {
+                        assert_eq!(built, fast);
+                        any = true;
+                    }
+                    (built, fast) => panic!(
+                        "{a} {d} {extra_value} {extra_node}: {:?} vs {:?}",
+                        built.err(),
+                        fast.err()
+                    ),
+                }
+            }
+            assert_eq!(any, clashes, "{a} {d} {extra_value} {extra_node}");
+            clashed += usize::from(any);
+        }
+        assert_eq!(clashed, 7);
     }
 
     /// Swapping a for D, the method as stated. Input times: A [0,1) B [1,2) C1 [2,3)
@@ -1962,6 +2442,18 @@ mod tests {
             rewrite(r, &[swap_a(r, &["B"])], &options),
             Err(RewriteError::BadValue { .. })
         ));
+    }
+
+    #[test]
+    fn partition_points_from_either_end_are_the_bisection() {
+        for len in 0..40usize {
+            let items: Vec<usize> = (0..len).collect();
+            for cut in 0..=len {
+                let pred = |&x: &usize| x < cut;
+                assert_eq!(partition_point_from_start(&items, pred), cut);
+                assert_eq!(partition_point_from_end(&items, pred), cut);
+            }
+        }
     }
 
     #[test]

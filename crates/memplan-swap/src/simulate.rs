@@ -283,6 +283,7 @@ pub struct Run {
 }
 
 /// One memory change.
+#[derive(Clone, Copy)]
 struct Event {
     time: f64,
     /// 0: time-0 allocations; 1: ends of nodes that took time; 2: node order.
@@ -361,8 +362,28 @@ impl Flat {
         self.input_start.push(self.inputs.len());
     }
 
-    fn node_inputs(&self, i: usize) -> &[ValueId] {
+    /// Node `i`'s data inputs.
+    pub fn node_inputs(&self, i: usize) -> &[ValueId] {
         &self.inputs[self.input_start[i]..self.input_start[i + 1]]
+    }
+
+    /// Whether the graph of these arrays passes [`crate::rewrite::check`]: every data and
+    /// control predecessor of a node comes before it, host values are read by copies back
+    /// only, and written by copies out, whose outputs are all host values.
+    pub fn passes_check(&self) -> bool {
+        let writes = self.producer.iter().zip(&self.kind).all(|(p, &kind)| {
+            p.map_or(true, |p| {
+                (kind == ValueKind::Host) == (self.engine[p.index()] == Engine::DeviceToHost)
+            })
+        });
+        let reads = (0..self.engine.len()).all(|j| {
+            self.node_inputs(j).iter().all(|v| {
+                self.producer[v.index()].map_or(true, |p| p.index() < j)
+                    && (self.kind[v.index()] != ValueKind::Host
+                        || self.engine[j] == Engine::HostToDevice)
+            })
+        });
+        writes && reads && self.control.iter().all(|&(from, to)| from < to)
     }
 }
 
@@ -592,8 +613,20 @@ pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatErro
             }),
         }
     }
-    // Pushed in value order, so the value breaks ties as a stable sort would.
-    events.sort_unstable_by(|a, b| {
+    // Each engine's nodes start and finish in their order (it runs one at a time; a
+    // node that ends at the time its successor on the engine ends took no time, so rank
+    // and position agree), so the events fall into runs already in the order sorted
+    // below: the time-0 allocations, the time-0 releases, then per engine its
+    // allocations and its releases, each by node, then value (pushed in value order).
+    // Two stable counting sorts, by node and then by run, lay the runs out, and the
+    // sort (stable, which finds runs) merges them; the key is unique, so the order is
+    // the one any sort gives.
+    let run_of = |e: &Event| match e.rank {
+        0 => usize::from(e.sub),
+        _ => 2 + 2 * f.engine[e.pos].index() + usize::from(e.sub),
+    };
+    let mut events = counting_sort(&counting_sort(&events, n + 1, |e| e.pos), 8, run_of);
+    events.sort_by(|a, b| {
         a.time
             .total_cmp(&b.time)
             .then(a.rank.cmp(&b.rank))
@@ -649,6 +682,24 @@ pub(crate) fn simulate_flat(f: &Flat, machine: &Machine) -> Result<Run, FlatErro
         finish,
         profile,
     })
+}
+
+/// `items` stably sorted by `key`, which is below `buckets`.
+fn counting_sort<T: Copy>(items: &[T], buckets: usize, key: impl Fn(&T) -> usize) -> Vec<T> {
+    let mut start = vec![0usize; buckets + 1];
+    for item in items {
+        start[key(item) + 1] += 1;
+    }
+    for b in 0..buckets {
+        start[b + 1] += start[b];
+    }
+    let mut out = items.to_vec();
+    for item in items {
+        let slot = &mut start[key(item)];
+        out[*slot] = *item;
+        *slot += 1;
+    }
+    out
 }
 
 /// The memory profile as CSV: `time_ms,device_bytes,host_bytes`, one row per event.
