@@ -493,10 +493,14 @@ impl<'p> Engine<'p> {
         self.next.clear();
         for (i, &run) in self.runs.iter().enumerate() {
             let list = self.run(run);
-            // A node list's ranges are disjoint: their ends increase like their starts.
+            // A node list's ranges are disjoint: their ends increase like their starts. Most
+            // lists have nothing to skip (the floor is 0 outside `Fit::Stacked`), and a
+            // binary search for nothing would cost a cache miss per probe.
             let first = match run {
-                Run::Partners => 0,
-                _ => list.partition_point(|r| r.1 <= floor),
+                Run::ByStart(_) | Run::Covering(_) if list[0].1 <= floor => {
+                    list.partition_point(|r| r.1 <= floor)
+                }
+                _ => 0,
             };
             if let Some(r) = list.get(first) {
                 heap.push(Reverse((r.0, i as u32)));
