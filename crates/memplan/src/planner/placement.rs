@@ -78,12 +78,13 @@
 //! ranges read for one placement (at most the number of placed buffers overlapping it in
 //! time plus its placed conflict partners, usually far fewer), one placement costs
 //! `O(log T + k log log T)`: `O(log T)` nodes visited, at most `k` ranges taken from a
-//! heap of `O(log T)` runs and scanned. Recording a placed segment costs `O(log T)` binary searches
-//! plus the `Vec` insertions into `O(log T)` node lists (a `memmove` of the list's tail:
-//! `O(u)` for a list of `u` union ranges in the worst case, which the unions keep small in
-//! practice). Building the engine is `O(n log n)`; memory is `O(n log T)` at most. A whole
-//! greedy run is `O(n log n + K log log T)` for `K` the total ranges read, against the
-//! `Θ(n²)` of scanning every placed buffer for every placement.
+//! heap of `O(log T)` runs and scanned (only those below the chosen gap for first-fit).
+//! Recording a placed segment costs `O(log T)` binary searches plus the `Vec` insertions
+//! into `O(log T)` node lists (a `memmove` of the list's tail: `O(u)` for a list of `u`
+//! union ranges in the worst case, which the unions keep small in practice). Building the
+//! engine is `O(n log n)`; memory is `O(n log T)` at most. A whole greedy run is
+//! `O(n log n + K log log T)` for `K` the total ranges read, against the `Θ(n²)` of
+//! scanning every placed buffer for every placement.
 
 use std::cell::Cell;
 use std::cmp::Reverse;
