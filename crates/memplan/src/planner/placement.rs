@@ -45,20 +45,24 @@
 //! `Y_1` (62,185 buffers) a placement gathered 2,800 overlapping buffers on average as raw
 //! ranges but only 200 union ranges, and planning went from 2.8 s to 0.2 s.
 //!
-//! # Sorting by merging runs
+//! # Scanning the merged runs lazily
 //!
-//! The gathered ranges come as `r = O(log T)` sorted runs (one per visited node, plus the
-//! placed conflict partners, sorted on their own). They are merged pairwise, round after
-//! round, into buffers reused from one placement to the next (`O(k log r)`, no allocation
-//! in steady state). Ranges may overlap or repeat (a buffer with several live segments is
-//! found once per segment; a conflict partner may also be live together): harmless, since
-//! the scan works on the union, so no de-duplication by buffer is needed.
-//!
-//! The merged ranges are scanned once, keeping the highest end seen so far: each time the
-//! next range starts above it there is a gap. The candidate offset in a gap is its start
-//! rounded up to the buffer's alignment (checked arithmetic: an overflowing candidate does
-//! not fit; an overflowing top gives [`PlanError::ArenaOverflow`]). First-fit stops at the
-//! first gap that holds the buffer, best-fit at an exact fit.
+//! The gathered ranges come as `r = O(log T)` sorted runs (one per visited node list, read
+//! in place, plus the placed conflict partners, sorted on their own). A binary heap of the
+//! runs' next ranges hands them out in order of start, and the scan consumes them as they
+//! come, keeping the highest end seen so far: each time the next range starts above it
+//! there is a gap. The candidate offset in a gap is its start rounded up to the buffer's
+//! alignment (checked arithmetic: an overflowing candidate does not fit; an overflowing
+//! top gives [`PlanError::ArenaOverflow`]). First-fit stops at the first gap that holds
+//! the buffer, best-fit at an exact fit, and the ranges above that point are never read
+//! (issue #18: with about 20,000 buffers live at once, first-fit read less than half of
+//! the ranges it gathered; every run used to be copied and merged whole first). Ranges
+//! may overlap or repeat (a buffer with several live segments is found once per segment;
+//! a conflict partner may also be live together), and ranges with the same start may come
+//! in any order: harmless, since the scan works on the union, so no de-duplication by
+//! buffer is needed. A node list's ranges ending at or below the floor of
+//! [`Fit::Stacked`] are skipped by a binary search: they cannot open a gap nor raise the
+//! highest end past the floor.
 //!
 //! # Zero-size buffers
 //!
@@ -73,15 +77,18 @@
 //! With `n` buffers, `T <= n + gaps` distinct segment starts and `k` the number of union
 //! ranges read for one placement (at most the number of placed buffers overlapping it in
 //! time plus its placed conflict partners, usually far fewer), one placement costs
-//! `O(log T + k log log T)`: `O(log T)` nodes visited, `k` ranges copied, merged from
-//! `O(log T)` runs and scanned. Recording a placed segment costs `O(log T)` binary searches
-//! plus the `Vec` insertions into `O(log T)` node lists (a `memmove` of the list's tail:
-//! `O(u)` for a list of `u` union ranges in the worst case, which the unions keep small in
-//! practice). Building the engine is `O(n log n)`; memory is `O(n log T)` at most. A whole
-//! greedy run is `O(n log n + K log log T)` for `K` the total ranges read, against the
-//! `Θ(n²)` of scanning every placed buffer for every placement.
+//! `O(log T + k log log T)`: `O(log T)` nodes visited, at most `k` ranges taken from a
+//! heap of `O(log T)` runs and scanned (only those below the chosen gap for first-fit).
+//! Recording a placed segment costs `O(log T)` binary searches plus the `Vec` insertions
+//! into `O(log T)` node lists (a `memmove` of the list's tail: `O(u)` for a list of `u`
+//! union ranges in the worst case, which the unions keep small in practice). Building the
+//! engine is `O(n log n)`; memory is `O(n log T)` at most. A whole greedy run is
+//! `O(n log n + K log log T)` for `K` the total ranges read, against the `Θ(n²)` of
+//! scanning every placed buffer for every placement.
 
 use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::PlanError;
@@ -140,13 +147,15 @@ pub(crate) struct Engine<'p> {
     conflict_partners: Vec<u32>,
     offsets: Vec<u64>,
     placed: Vec<bool>,
-    /// Gathered ranges of the current placement (reused to avoid allocations).
-    scratch: Vec<Range>,
-    /// `scratch[runs[i]..runs[i + 1]]` is sorted (one node list); ends with `scratch.len()`.
-    runs: Vec<usize>,
-    /// Merge buffers, reused.
-    merged: Vec<Range>,
-    merged_runs: Vec<usize>,
+    /// The sorted runs gathered for the current placement (reused to avoid allocations).
+    runs: Vec<Run>,
+    /// The address ranges of the placed conflict partners of the current placement, sorted:
+    /// the run [`Run::Partners`].
+    partners: Vec<Range>,
+    /// The scan's heap: the start of each run's next range, and the run's index in `runs`.
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// `next[i]`: the position of the next range of `runs[i]` to scan.
+    next: Vec<u32>,
     /// While a trial is open ([`Engine::begin_trial`]), how to undo every placement since.
     journal: Option<Journal>,
     /// For [`Fit::Stacked`]: which buffer was placed last over each time leaf.
@@ -253,11 +262,19 @@ struct Edit {
     removed: std::ops::Range<usize>,
 }
 
-/// Appends a sorted node list to `scratch` as one more run.
-fn take(scratch: &mut Vec<Range>, runs: &mut Vec<usize>, list: &[Range]) {
-    if !list.is_empty() {
-        scratch.extend_from_slice(list);
-        runs.push(scratch.len());
+/// A sorted run of address ranges that a placement reads: a node list or the placed
+/// conflict partners.
+#[derive(Clone, Copy, Debug)]
+enum Run {
+    ByStart(u32),
+    Covering(u32),
+    Partners,
+}
+
+/// Adds node list `node` of `lists` to `runs` unless it is empty.
+fn take(runs: &mut Vec<Run>, lists: &[Vec<Range>], node: usize, run: fn(u32) -> Run) {
+    if !lists[node].is_empty() {
+        runs.push(run(node as u32));
     }
 }
 
@@ -346,10 +363,10 @@ impl<'p> Engine<'p> {
             conflict_partners,
             offsets: vec![0; buffers.len()],
             placed: vec![false; buffers.len()],
-            scratch: Vec::new(),
             runs: Vec::new(),
-            merged: Vec::new(),
-            merged_runs: Vec::new(),
+            partners: Vec::new(),
+            heap: BinaryHeap::new(),
+            next: Vec::new(),
             journal: None,
             recency: None,
         }
@@ -398,12 +415,12 @@ impl<'p> Engine<'p> {
         self.placed[buffer]
     }
 
-    /// Collects into `scratch` the address ranges of the placed buffers that `buffer` must
-    /// not share bytes with (possibly overlapping), as sorted runs delimited by `runs`.
+    /// Collects into `runs` the sorted runs whose ranges are, together, the address ranges
+    /// of the placed buffers that `buffer` must not share bytes with (possibly overlapping
+    /// or repeated).
     fn gather(&mut self, buffer: usize) {
-        self.scratch.clear();
         self.runs.clear();
-        self.runs.push(0);
+        self.partners.clear();
         let n = self.leaves;
         for index in self.segments_of(buffer) {
             let segment = self.segments[index];
@@ -414,12 +431,12 @@ impl<'p> Engine<'p> {
             );
             while l < r {
                 if l & 1 == 1 {
-                    take(&mut self.scratch, &mut self.runs, &self.by_start[l]);
+                    take(&mut self.runs, &self.by_start, l, Run::ByStart);
                     l += 1;
                 }
                 if r & 1 == 1 {
                     r -= 1;
-                    take(&mut self.scratch, &mut self.runs, &self.by_start[r]);
+                    take(&mut self.runs, &self.by_start, r, Run::ByStart);
                 }
                 l >>= 1;
                 r >>= 1;
@@ -427,7 +444,7 @@ impl<'p> Engine<'p> {
             // Case 2: placed segments with start < s < end.
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
-                take(&mut self.scratch, &mut self.runs, &self.covering[p]);
+                take(&mut self.runs, &self.covering, p, Run::Covering);
                 p >>= 1;
             }
         }
@@ -435,44 +452,26 @@ impl<'p> Engine<'p> {
             self.conflict_first[buffer] as usize,
             self.conflict_first[buffer + 1] as usize,
         );
-        let tail = self.scratch.len();
         for k in first..last {
             let partner = self.conflict_partners[k] as usize;
             let size = self.problem.buffers()[partner].size;
             if self.placed[partner] && size > 0 {
                 let offset = self.offsets[partner];
-                self.scratch.push((offset, offset + size));
+                self.partners.push((offset, offset + size));
             }
         }
-        if self.scratch.len() > tail {
-            self.scratch[tail..].sort_unstable();
-            self.runs.push(self.scratch.len());
+        if !self.partners.is_empty() {
+            self.partners.sort_unstable();
+            self.runs.push(Run::Partners);
         }
     }
 
-    /// Sorts `scratch` by offset by merging its runs pairwise: `O(k log r)` for `k` ranges
-    /// in `r` runs, with buffers that are reused from one placement to the next.
-    fn merge_runs(&mut self) {
-        while self.runs.len() > 2 {
-            self.merged.clear();
-            self.merged_runs.clear();
-            self.merged_runs.push(0);
-            for pair in self.runs.windows(3).step_by(2) {
-                merge(
-                    &self.scratch[pair[0]..pair[1]],
-                    &self.scratch[pair[1]..pair[2]],
-                    &mut self.merged,
-                );
-                self.merged_runs.push(self.merged.len());
-            }
-            if self.runs.len() % 2 == 0 {
-                // An odd number of runs: the last one is carried over as it is.
-                let last = self.runs[self.runs.len() - 2];
-                self.merged.extend_from_slice(&self.scratch[last..]);
-                self.merged_runs.push(self.merged.len());
-            }
-            std::mem::swap(&mut self.scratch, &mut self.merged);
-            std::mem::swap(&mut self.runs, &mut self.merged_runs);
+    /// The ranges of a gathered run.
+    fn run(&self, run: Run) -> &[Range] {
+        match run {
+            Run::ByStart(node) => &self.by_start[node as usize],
+            Run::Covering(node) => &self.covering[node as usize],
+            Run::Partners => &self.partners,
         }
     }
 
@@ -488,9 +487,50 @@ impl<'p> Engine<'p> {
             _ => 0,
         };
         self.gather(buffer);
-        self.merge_runs();
         let b = &self.problem.buffers()[buffer];
-        scan_from(&self.scratch, floor, b.size, b.alignment, fit)
+        let mut gaps = Gaps::new(floor, b.size, b.alignment, fit);
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
+        self.next.clear();
+        for (i, &run) in self.runs.iter().enumerate() {
+            let list = self.run(run);
+            // A node list's ranges are disjoint: their ends increase like their starts. Most
+            // lists have nothing to skip (the floor is 0 outside `Fit::Stacked`), and a
+            // binary search for nothing would cost a cache miss per probe.
+            let first = match run {
+                Run::ByStart(_) | Run::Covering(_) if list[0].1 <= floor => {
+                    list.partition_point(|r| r.1 <= floor)
+                }
+                _ => 0,
+            };
+            if let Some(r) = list.get(first) {
+                heap.push(Reverse((r.0, i as u32)));
+            }
+            self.next.push(first as u32);
+        }
+        let mut found = None;
+        while let Some(mut top) = heap.peek_mut() {
+            let i = top.0 .1 as usize;
+            let k = self.next[i] as usize;
+            let list = self.run(self.runs[i]);
+            if let Some(offset) = gaps.next(list[k]) {
+                found = Some(offset);
+                break;
+            }
+            let following = list.get(k + 1).copied();
+            self.next[i] += 1;
+            match following {
+                Some(r) => top.0 .0 = r.0,
+                None => {
+                    std::collections::binary_heap::PeekMut::pop(top);
+                }
+            }
+        }
+        self.heap = heap;
+        match found {
+            Some(offset) => Ok(offset),
+            None => gaps.finish(),
+        }
     }
 
     /// Records `buffer` at `offset`. The caller guarantees `offset + size` fits in a `u64`.
@@ -653,7 +693,12 @@ impl<'p> Engine<'p> {
             // `Problem::new` guarantees that `offset + size` fits.
             let end = offset + buffer.size;
             self.gather(index);
-            if self.scratch.iter().any(|&(lo, hi)| lo < end && offset < hi) {
+            let clashes = self.runs.iter().any(|&run| {
+                self.run(run)
+                    .iter()
+                    .any(|&(lo, hi)| lo < end && offset < hi)
+            });
+            if clashes {
                 return Err(self.clash(index));
             }
             self.place(index, offset);
@@ -716,7 +761,8 @@ pub(crate) fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
 fn insert_union(list: &mut Vec<Range>, (lo, hi): Range, replaced: impl FnOnce(&[Range])) -> usize {
     // The ranges are disjoint and sorted, so both their starts and their ends increase.
     let first = list.partition_point(|r| r.1 < lo);
-    let last = first + list[first..].partition_point(|r| r.0 <= hi);
+    // Usually at most one range to merge: walking to it beats a second binary search.
+    let last = first + list[first..].iter().take_while(|r| r.0 <= hi).count();
     if first == last {
         list.insert(first, (lo, hi));
     } else {
@@ -735,34 +781,55 @@ pub(crate) fn scan(
     alignment: u64,
     fit: Fit,
 ) -> Result<u64, PlanError> {
-    scan_from(ranges, 0, size, alignment, fit)
+    let mut gaps = Gaps::new(0, size, alignment, fit);
+    for &range in ranges {
+        if let Some(offset) = gaps.next(range) {
+            return Ok(offset);
+        }
+    }
+    gaps.finish()
 }
 
-/// [`scan`] among the offsets `>= floor` only ([`Fit::Stacked`] scans first-fit).
-fn scan_from(
-    ranges: &[Range],
-    floor: u64,
+/// The gap scan: fed ranges in order of start (possibly overlapping or repeated), it
+/// chooses an offset `>= floor` for a buffer of `size` and `alignment` among the gaps
+/// between them, or on top of them ([`Fit::Stacked`] scans first-fit).
+struct Gaps {
+    floor_or_highest_end: u64,
     size: u64,
     alignment: u64,
     fit: Fit,
-) -> Result<u64, PlanError> {
-    let mut cursor = floor;
-    // (room left above the buffer, offset) of the best gap so far.
-    let mut best: Option<(u64, u64)> = None;
-    for &(lo, hi) in ranges {
+    /// (room left above the buffer, offset) of the best gap so far.
+    best: Option<(u64, u64)>,
+}
+
+impl Gaps {
+    fn new(floor: u64, size: u64, alignment: u64, fit: Fit) -> Gaps {
+        Gaps {
+            floor_or_highest_end: floor,
+            size,
+            alignment,
+            fit,
+            best: None,
+        }
+    }
+
+    /// Takes the next range; `Some(offset)` when the choice is made (no later range can
+    /// change it).
+    fn next(&mut self, (lo, hi): Range) -> Option<u64> {
+        let cursor = self.floor_or_highest_end;
         if lo > cursor {
-            if let Some(candidate) = cursor.checked_next_multiple_of(alignment) {
-                if let Some(end) = candidate.checked_add(size) {
+            if let Some(candidate) = cursor.checked_next_multiple_of(self.alignment) {
+                if let Some(end) = candidate.checked_add(self.size) {
                     if end <= lo {
-                        match fit {
-                            Fit::First | Fit::Stacked => return Ok(candidate),
+                        match self.fit {
+                            Fit::First | Fit::Stacked => return Some(candidate),
                             Fit::Best => {
                                 let room = lo - end;
                                 if room == 0 {
-                                    return Ok(candidate);
+                                    return Some(candidate);
                                 }
-                                if best.map_or(true, |(r, _)| room < r) {
-                                    best = Some((room, candidate));
+                                if self.best.map_or(true, |(r, _)| room < r) {
+                                    self.best = Some((room, candidate));
                                 }
                             }
                         }
@@ -770,16 +837,24 @@ fn scan_from(
                 }
             }
         }
-        cursor = cursor.max(hi);
+        self.floor_or_highest_end = cursor.max(hi);
+        None
     }
-    if let Some((_, offset)) = best {
-        return Ok(offset);
+
+    /// The choice once every range was taken.
+    fn finish(self) -> Result<u64, PlanError> {
+        if let Some((_, offset)) = self.best {
+            return Ok(offset);
+        }
+        let offset = self
+            .floor_or_highest_end
+            .checked_next_multiple_of(self.alignment)
+            .ok_or(PlanError::ArenaOverflow)?;
+        offset
+            .checked_add(self.size)
+            .ok_or(PlanError::ArenaOverflow)?;
+        Ok(offset)
     }
-    let offset = cursor
-        .checked_next_multiple_of(alignment)
-        .ok_or(PlanError::ArenaOverflow)?;
-    offset.checked_add(size).ok_or(PlanError::ArenaOverflow)?;
-    Ok(offset)
 }
 
 /// Places the fixed buffers, then every other buffer in `order` with `fit`.
@@ -908,12 +983,18 @@ mod tests {
         for (i, offset) in [(0, 100), (1, 200), (2, 300), (3, 400)] {
             engine.place(i, offset);
         }
-        engine.gather(4);
-        let mut got = engine.scratch.clone();
-        got.sort_unstable();
-        assert_eq!(got, vec![(200, 201), (300, 301)]);
-        engine.gather(5);
-        assert_eq!(engine.scratch, vec![(100, 101)]);
+        let mut gathered = |buffer: usize| {
+            engine.gather(buffer);
+            let mut got: Vec<Range> = engine
+                .runs
+                .iter()
+                .flat_map(|&run| engine.run(run).to_vec())
+                .collect();
+            got.sort_unstable();
+            got
+        };
+        assert_eq!(gathered(4), vec![(200, 201), (300, 301)]);
+        assert_eq!(gathered(5), vec![(100, 101)]);
     }
 
     /// Places `order` with `fit`, with a trial of the second half rolled back and placed
@@ -941,7 +1022,120 @@ mod tests {
         engine.offsets
     }
 
+    /// The offset `fit` gives `buffer`, by brute force over `placed` (buffer, offset) in
+    /// the order of placement: the independent oracle of [`Engine::find`]. The first-fit
+    /// offset is the lowest aligned `x` at or above the floor where `[x, x + size)` meets
+    /// no range it must avoid; such an `x` is the floor or the end of such a range,
+    /// rounded up. The best-fit one is, among those free `x` below some range, the one
+    /// with the least room up to the next range start (ties: the lowest), else the top.
+    fn brute_force(problem: &Problem, placed: &[(usize, u64)], buffer: usize, fit: Fit) -> u64 {
+        let buffers = problem.buffers();
+        let b = &buffers[buffer];
+        if b.size == 0 {
+            return 0;
+        }
+        let partner = |j: usize| {
+            problem.conflicts().iter().any(|&(p, q)| {
+                (p.index(), q.index()) == (buffer, j) || (p.index(), q.index()) == (j, buffer)
+            })
+        };
+        let range = |&(j, offset): &(usize, u64)| (offset, offset + buffers[j].size);
+        let sized = || placed.iter().filter(|&&(j, _)| buffers[j].size > 0);
+        let avoid: Vec<Range> = sized()
+            .filter(|&&(j, _)| partner(j) || b.live_together(&buffers[j]))
+            .map(range)
+            .collect();
+        let floor = match fit {
+            Fit::Stacked => sized()
+                .rev()
+                .find(|&&(j, _)| b.live_together(&buffers[j]))
+                .map_or(0, |p| range(p).1),
+            _ => 0,
+        };
+        let free = |x: u64| avoid.iter().all(|&(lo, hi)| x + b.size <= lo || hi <= x);
+        let mut candidates: Vec<u64> = std::iter::once(floor)
+            .chain(avoid.iter().map(|r| r.1))
+            .filter(|&x| x >= floor)
+            .map(|x| x.next_multiple_of(b.alignment))
+            .filter(|&x| free(x))
+            .collect();
+        candidates.sort_unstable();
+        let top = avoid.iter().map(|r| r.1).fold(floor, u64::max);
+        match fit {
+            Fit::First | Fit::Stacked => candidates[0],
+            Fit::Best => candidates
+                .iter()
+                .filter_map(|&x| {
+                    let next = avoid
+                        .iter()
+                        .map(|r| r.0)
+                        .filter(|&lo| lo >= x + b.size)
+                        .min()?;
+                    Some((next - x - b.size, x))
+                })
+                .min()
+                .map_or(top.next_multiple_of(b.alignment), |(_, x)| x),
+        }
+    }
+
     proptest::proptest! {
+        /// [`Engine::find`] agrees with the brute force at every placement, with every fit,
+        /// across a trial that is rolled back, on problems with gaps, conflict pairs,
+        /// alignments and zero-size buffers.
+        #[test]
+        fn find_matches_brute_force(
+            specs in proptest::collection::vec(
+                (0u64..40, 0u64..50, 1u64..25, 0u8..6, 0u32..5),
+                1..50,
+            ),
+            pairs in proptest::collection::vec((0usize..50, 0usize..50), 0..8),
+            seed in 0u64..1000,
+        ) {
+            let buffers: Vec<Buffer> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, &(size, start, len, kind, align))| {
+                    let size = if kind == 5 { 0 } else { size.max(1) };
+                    let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
+                    if kind == 0 && len >= 3 {
+                        b.gaps = vec![Lifetime { start: start + 1, end: start + 2 }];
+                    }
+                    b.alignment = 1 << align;
+                    b
+                })
+                .collect();
+            let n = buffers.len();
+            let conflicts: Vec<(BufferId, BufferId)> = pairs
+                .iter()
+                .filter(|&&(a, b)| a < n && b < n && a != b)
+                .map(|&(a, b)| (BufferId(a as u32), BufferId(b as u32)))
+                .collect();
+            let problem = Problem::new(buffers, conflicts).unwrap();
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
+            for fit in [Fit::First, Fit::Best, Fit::Stacked] {
+                let mut engine = match fit {
+                    Fit::Stacked => Engine::stacking(&problem),
+                    _ => Engine::new(&problem),
+                };
+                let mut placed: Vec<(usize, u64)> = Vec::new();
+                let half = n / 2;
+                engine.begin_trial();
+                for &i in &order[half..] {
+                    let offset = engine.place_with(i, fit).unwrap();
+                    proptest::prop_assert_eq!(offset, brute_force(&problem, &placed, i, fit));
+                    placed.push((i, offset));
+                }
+                engine.rollback();
+                placed.clear();
+                for &i in &order {
+                    let offset = engine.place_with(i, fit).unwrap();
+                    proptest::prop_assert_eq!(offset, brute_force(&problem, &placed, i, fit));
+                    placed.push((i, offset));
+                }
+            }
+        }
+
         /// Keeping only the `by_start` lists that some query reads changes no placement
         /// (the engine before issue #18 kept them all).
         #[test]
