@@ -2246,3 +2246,41 @@ fn search_node_limit_with_one_thread_is_deterministic() {
     assert_eq!(first["arena_bytes"], second["arena_bytes"]);
     assert_eq!(first["buffers"], second["buffers"]);
 }
+
+/// Issue #17's done-when: every method plans each of the seven shared models (the bench
+/// checks every plan it makes and fails on an invalid one), and `npu` with the default
+/// platform stays within 1.25 times the lower bound on each.
+#[test]
+fn done_when_every_method_plans_the_seven_models_and_npu_is_within_1_25() {
+    let models = root().join("../shared/models");
+    if !models.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return;
+    }
+    let names = reference_models(&models);
+    assert_eq!(names.len(), 7);
+    let files: Vec<String> = names
+        .iter()
+        .map(|(model, _)| models.join(format!("{model}.onnx")).display().to_string())
+        .collect();
+    let planners = ["naive", "best-of", "exclusive", "npu", "strip"];
+    let mut args = vec!["bench"];
+    args.extend(files.iter().map(String::as_str));
+    let list = planners.join(",");
+    args.extend(["--planners", &list, "-f", "json"]);
+    let out = memplan(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), files.len() * planners.len());
+    for row in &rows {
+        let arena = row["arena_bytes"].as_u64().unwrap();
+        let bound = row["lower_bound_bytes"].as_u64().unwrap();
+        assert!(arena >= bound, "{row}");
+        if row["planner"] == "npu" {
+            assert!(arena * 4 <= bound * 5, "npu above 1.25x the bound: {row}");
+        }
+    }
+}
