@@ -488,6 +488,16 @@ fn graph_errors_exit_2_naming_file_and_nodes() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// `../shared/models`, or `None` (with a note on stderr) when `../shared` is absent.
+fn shared_models() -> Option<PathBuf> {
+    let models = root().join("../shared/models");
+    if !models.is_dir() {
+        eprintln!("skipping: ../shared not found");
+        return None;
+    }
+    Some(models)
+}
+
 /// The seven models of `../shared/models` and their `max_live_bytes_onnx_order`.
 fn reference_models(models: &Path) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(models.join("reference.csv")).unwrap();
@@ -505,11 +515,9 @@ fn reference_models(models: &Path) -> Vec<(String, u64)> {
 
 #[test]
 fn done_when_every_model_matches_its_reference_and_plans_validly() {
-    let models = root().join("../shared/models");
-    if !models.exists() {
-        eprintln!("skipping: ../shared not found");
+    let Some(models) = shared_models() else {
         return;
-    }
+    };
     let references = reference_models(&models);
     assert_eq!(references.len(), 7);
     let dir = tempfile::tempdir().unwrap();
@@ -1292,11 +1300,9 @@ fn bad_platform_files_are_errors_naming_file_and_key() {
 /// checked (two models here; doc/npu.md has all seven).
 #[test]
 fn bench_runs_npu_on_models() {
-    let models = root().join("../shared/models");
-    if !models.is_dir() {
-        eprintln!("skipping: ../shared not found");
+    let Some(models) = shared_models() else {
         return;
-    }
+    };
     let files: Vec<String> = ["squeezenet1_1.onnx", "resnet18.onnx"]
         .iter()
         .map(|m| models.join(m).display().to_string())
@@ -2252,11 +2258,9 @@ fn search_node_limit_with_one_thread_is_deterministic() {
 /// platform stays within 1.25 times the lower bound on each.
 #[test]
 fn done_when_every_method_plans_the_seven_models_and_npu_is_within_1_25() {
-    let models = root().join("../shared/models");
-    if !models.is_dir() {
-        eprintln!("skipping: ../shared not found");
+    let Some(models) = shared_models() else {
         return;
-    }
+    };
     let names = reference_models(&models);
     assert_eq!(names.len(), 7);
     let files: Vec<String> = names
