@@ -327,21 +327,6 @@ pub fn plan(
                 extra.insert("base_address".into(), json!(base));
             }
             extra.insert(
-                "tensors".into(),
-                tensor_addresses
-                    .iter()
-                    .map(|t| {
-                        json!({
-                            "name": t.name,
-                            "block": problem.buffer(t.block).name,
-                            "size": t.size,
-                            "offset": t.offset,
-                            "address": t.address,
-                        })
-                    })
-                    .collect(),
-            );
-            extra.insert(
                 "ratio".into(),
                 json!(arena as f64 / lower_bound.max(1) as f64),
             );
@@ -413,7 +398,7 @@ pub fn plan(
                 alignment,
                 extra,
             };
-            json::write_plan_json(&problem, &outcome.plan, &summary)
+            json::write_plan_json(&problem, &outcome.plan, &summary, Some(&tensor_addresses))
         }
         Format::Csv if outcome.plan.is_fragmented() => bail!(
             "a solution CSV has one offset per buffer and cannot carry the extents of a fragmented plan; use --format json"

@@ -302,7 +302,7 @@ impl PlanResult {
             alignment: 1,
             extra,
         };
-        Ok(json::write_plan_json(&problem.inner, &plan, &summary))
+        Ok(json::write_plan_json(&problem.inner, &plan, &summary, None))
     }
 
     /// The solution CSV (the problem's CSV with an `offset` column).

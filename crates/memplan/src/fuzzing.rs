@@ -134,7 +134,7 @@ pub fn csv_reader(data: &[u8]) {
             alignment: 1,
             extra: serde_json::Map::new(),
         };
-        let text = json::write_plan_json(&problem, &plan, &summary);
+        let text = json::write_plan_json(&problem, &plan, &summary, None);
         match json::read_plan_json(&text, "plan.json", &problem) {
             Ok(reread) => {
                 assert_eq!(

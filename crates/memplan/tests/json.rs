@@ -1,7 +1,8 @@
 //! Plan JSON: writing, reading back, key order and errors.
 
 use memplan::io::json::{read_plan_json, write_plan_json, JsonError, PlanSummary, FIXED_KEYS};
-use memplan::{Buffer, Plan, Problem};
+use memplan::plan::tensors::TensorAddress;
+use memplan::{Buffer, BufferId, Plan, Problem};
 use serde_json::{json, Map, Value};
 
 fn problem() -> Problem {
@@ -32,7 +33,7 @@ fn summary() -> PlanSummary {
 
 #[test]
 fn writes_the_documented_shape() {
-    let text = write_plan_json(&problem(), &plan(), &summary());
+    let text = write_plan_json(&problem(), &plan(), &summary(), None);
     assert!(text.ends_with("}\n"), "{text}");
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(value["planner"], "naive");
@@ -55,8 +56,45 @@ fn writes_the_documented_shape() {
 }
 
 #[test]
+fn tensors_are_written_in_name_order_among_the_extra_keys() {
+    let problem = problem();
+    let tensors = vec![TensorAddress {
+        name: "t".into(),
+        block: BufferId(1),
+        offset: 4,
+        address: 0x1004,
+        size: 4,
+    }];
+    let mut summary = summary();
+    // Replaced by the addresses given.
+    summary.extra.insert("tensors".to_string(), json!("stale"));
+    summary.extra.insert("zeta".to_string(), json!(0));
+    let text = write_plan_json(&problem, &plan(), &summary, Some(&tensors));
+    let top_level_keys: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  \"") && !l.starts_with("   "))
+        .map(|l| l.trim_start().split('"').nth(1).unwrap())
+        .collect();
+    let extra = ["elapsed_ms", "tensors", "violations", "zeta"];
+    assert_eq!(
+        top_level_keys,
+        [FIXED_KEYS.as_slice(), &extra].concat(),
+        "{text}"
+    );
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        value["tensors"],
+        json!([{"address": 0x1004, "block": "b2", "name": "t", "offset": 4, "size": 4}])
+    );
+    // Without addresses, an extra `tensors` key is written as it is.
+    let text = write_plan_json(&problem, &plan(), &summary, None);
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["tensors"], "stale");
+}
+
+#[test]
 fn fixed_keys_come_first_in_order_then_extra() {
-    let text = write_plan_json(&problem(), &plan(), &summary());
+    let text = write_plan_json(&problem(), &plan(), &summary(), None);
     let top_level_keys: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("  \"") && !l.starts_with("   "))
@@ -80,7 +118,7 @@ fn fixed_keys_come_first_in_order_then_extra() {
 #[test]
 fn round_trips() {
     let (problem, plan) = (problem(), plan());
-    let text = write_plan_json(&problem, &plan, &summary());
+    let text = write_plan_json(&problem, &plan, &summary(), None);
     let back = read_plan_json(&text, "plan.json", &problem).unwrap();
     assert_eq!(back, plan);
 }
@@ -89,12 +127,12 @@ fn round_trips() {
 fn recomputes_the_arena_when_the_plan_claims_none() {
     let (problem, mut plan) = (problem(), plan());
     plan.arena_bytes = None;
-    let text = write_plan_json(&problem, &plan, &summary());
+    let text = write_plan_json(&problem, &plan, &summary(), None);
     let back = read_plan_json(&text, "plan.json", &problem).unwrap();
     assert_eq!(back.arena_bytes, Some(8));
     // A wrong claim is written as claimed, for the checker to catch.
     plan.arena_bytes = Some(99);
-    let text = write_plan_json(&problem, &plan, &summary());
+    let text = write_plan_json(&problem, &plan, &summary(), None);
     assert_eq!(
         read_plan_json(&text, "p", &problem).unwrap().arena_bytes,
         Some(99)
@@ -109,7 +147,7 @@ fn a_short_plan_writes_null_and_reads_back_as_an_error() {
         arena_bytes: None,
         extents: None,
     };
-    let text = write_plan_json(&problem, &plan, &summary());
+    let text = write_plan_json(&problem, &plan, &summary(), None);
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(value["arena_bytes"], Value::Null);
     assert_eq!(value["buffers"][2]["offset"], Value::Null);
@@ -260,7 +298,7 @@ fn fragmented_plans_write_and_read_back_their_extents() {
         vec![vec![e(8, 4)], vec![e(0, 4)], vec![e(4, 2), e(12, 2)]],
     )
     .unwrap();
-    let text = write_plan_json(&problem(), &plan, &summary());
+    let text = write_plan_json(&problem(), &plan, &summary(), None);
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(value["arena_bytes"], 14);
     assert_eq!(
@@ -270,9 +308,9 @@ fn fragmented_plans_write_and_read_back_their_extents() {
     assert_eq!(value["buffers"][2]["offset"], 4);
     assert_eq!(read_plan_json(&text, "p.json", &problem()).unwrap(), plan);
     // Contiguous plans write no extents and read back as contiguous.
-    let text = write_plan_json(&problem(), &fragmented_plan(), &summary());
+    let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
     assert!(text.contains("\"extents\""));
-    let contiguous = write_plan_json(&problem(), &self::plan(), &summary());
+    let contiguous = write_plan_json(&problem(), &self::plan(), &summary(), None);
     assert!(!contiguous.contains("\"extents\""), "{contiguous}");
     assert_eq!(
         read_plan_json(&contiguous, "p.json", &problem())
@@ -284,7 +322,7 @@ fn fragmented_plans_write_and_read_back_their_extents() {
 
 #[test]
 fn a_fragmented_plan_lists_extents_for_every_buffer() {
-    let text = write_plan_json(&problem(), &fragmented_plan(), &summary());
+    let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
     let mut value: Value = serde_json::from_str(&text).unwrap();
     value["buffers"][1]
         .as_object_mut()

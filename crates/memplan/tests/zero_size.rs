@@ -364,7 +364,7 @@ fn plan_json_round_trips_zero_size_buffers() {
             alignment: 1,
             extra: serde_json::Map::new(),
         };
-        let text = json::write_plan_json(&problem, &plan, &summary);
+        let text = json::write_plan_json(&problem, &plan, &summary, None);
         assert!(text.contains(r#""id": "z_all""#) || text.contains(r#""id":"z_all""#));
         let reread = json::read_plan_json(&text, "plan.json", &problem).unwrap();
         assert_eq!(reread, plan, "{}", p.name());
