@@ -208,6 +208,7 @@ impl Serialize for Extra<'_> {
             if FIXED_KEYS.contains(&key.as_str()) || (self.tensors.is_some() && key == "tensors") {
                 continue;
             }
+            // `Map` iterates its keys in name order: `tensors` goes before the first after it.
             if key.as_str() > "tensors" {
                 if let Some(list) = tensors.take() {
                     out.serialize_entry("tensors", list)?;

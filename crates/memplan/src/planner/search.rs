@@ -798,7 +798,7 @@ fn granularity(problem: &Problem) -> (u64, u64) {
     loop {
         let before = g;
         for b in problem.buffers() {
-            if b.fixed_offset.is_none() && (g == 0 || g % b.alignment.max(1) != 0) {
+            if b.fixed_offset.is_none() && g % b.alignment.max(1) != 0 {
                 g = gcd(g, b.alignment);
             }
         }
