@@ -57,7 +57,8 @@ struct Outcome {
 /// stderr (overwritten in place on a terminal, one line per update otherwise).
 ///
 /// The time limit is honoured end to end (issue #18): it counts from `ready` (the input
-/// read), so the bound computed since is taken off it, and so is a reserve for what follows
+/// read), so the bound computed since (`lower_bound`, handed to the search so that it
+/// does not sweep again) is taken off it, and so is a reserve for what follows
 /// the search, the check of its plan and the writing of the output, estimated as
 /// [`POST_SEARCH_RESERVE`] times `bound_time` (the bound's sweep, like the check's, is
 /// `O(n log n)` over the same buffers), at most 2/5 of the limit.
@@ -65,6 +66,7 @@ fn run_search(
     args: &SearchArgs,
     problem: &Problem,
     ready: Instant,
+    lower_bound: u64,
     bound_time: Duration,
 ) -> Result<Outcome> {
     let rules = Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?;
@@ -80,6 +82,7 @@ fn run_search(
         threads: args.threads,
         rules,
         capacity: args.capacity,
+        max_live: Some(lower_bound),
     };
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let show = |p: search::Progress| {
@@ -258,7 +261,7 @@ pub fn plan(
             }
         })
     } else if planner.name() == Search::DEFAULT.name() {
-        run_search(extras.search, &problem, ready, bound_time)
+        run_search(extras.search, &problem, ready, lower_bound, bound_time)
     } else {
         progress::with_spinner(message, || run(planner, strip, &problem))
     };

@@ -222,6 +222,10 @@ pub use crate::orders::{check_all_orders, Dataflow, Unordered};
 /// Checks a plan with a sweep over time; returns exactly the [`Report`] of
 /// [`check_naive`].
 ///
+/// A first, lighter sweep answers only "does any pair share addresses?"
+/// (`pieces_are_disjoint`): on a valid plan without conflict pairs it is the whole
+/// overlap check. Otherwise the general sweep below finds every pair.
+///
 /// Every live segment ([`Buffer::live_segments`](crate::Buffer::live_segments)) gives a
 /// start and an end event; at equal steps ends come before starts (lifetimes are
 /// half-open). When a segment starts, every *active* buffer whose address range
@@ -256,6 +260,9 @@ pub fn check(problem: &Problem, plan: &Plan) -> Report {
         return report;
     }
     let arena = per_buffer_checks(problem, plan, &mut violations);
+    if pieces_are_disjoint(problem, plan) && problem.conflicts().is_empty() {
+        return finish(plan, arena, violations);
+    }
     let pieces = Pieces::new(problem, plan);
     let segments = Segments::new(problem);
     for (i, j) in sweep_overlapping_pairs(&pieces, &segments) {
@@ -343,21 +350,33 @@ impl Pieces {
         let mut bounds = Vec::with_capacity(problem.len() + 1);
         let mut ranges = Vec::with_capacity(problem.len());
         bounds.push(0);
+        Pieces::for_each(problem, plan, |buffer, range| {
+            while bounds.len() <= buffer {
+                bounds.push(ranges.len());
+            }
+            ranges.push(range);
+        });
+        while bounds.len() <= problem.len() {
+            bounds.push(ranges.len());
+        }
+        Pieces { bounds, ranges }
+    }
+
+    /// Calls `f(buffer, [start, end))` for every piece, by buffer, without building them.
+    fn for_each(problem: &Problem, plan: &Plan, mut f: impl FnMut(usize, (u64, u64))) {
         for (i, buffer) in problem.buffers().iter().enumerate() {
             match &plan.extents {
                 None => {
                     let offset = plan.offsets[i];
-                    ranges.push((offset, offset.saturating_add(buffer.size)));
+                    f(i, (offset, offset.saturating_add(buffer.size)));
                 }
-                Some(lists) => ranges.extend(
-                    lists[i]
-                        .iter()
-                        .map(|e| (e.offset, e.offset.saturating_add(e.len))),
-                ),
+                Some(lists) => {
+                    for e in &lists[i] {
+                        f(i, (e.offset, e.offset.saturating_add(e.len)));
+                    }
+                }
             }
-            bounds.push(ranges.len());
         }
-        Pieces { bounds, ranges }
     }
 
     fn of(&self, i: usize) -> &[(u64, u64)] {
@@ -390,7 +409,7 @@ impl Segments {
         let mut segments = Vec::with_capacity(problem.len());
         bounds.push(0);
         for buffer in problem.buffers() {
-            segments.extend(buffer.live_segments());
+            buffer.for_each_live_segment(|segment| segments.push(segment));
             bounds.push(segments.len());
         }
         Segments { bounds, segments }
@@ -416,6 +435,69 @@ fn first_common_steps(a: &[Lifetime], b: &[Lifetime]) -> Option<Lifetime> {
         }
     }
     None
+}
+
+/// True when no two pieces live at a common step share an address (then
+/// [`sweep_overlapping_pairs`] would find no pair): the check of a valid plan, in
+/// `O(s log s)` time with a small constant and `O(s)` memory.
+///
+/// The segments are sorted by start (a radix sort) and swept; the *active* pieces, those
+/// live at the current step, are kept by offset in an ordered map and are pairwise
+/// disjoint until the sweep meets the first overlap. A new piece `[o, e)` intersects some
+/// active piece exactly when the active piece with the greatest offset `<= o` ends above
+/// `o` or the one with the least offset `> o` starts below `e`: any active `[a, b)` with
+/// `a <= o < b` *is* the first of these (another active offset in `[a, o]` would lie
+/// inside `[a, b)`), and any with `o < a < e` makes the second start below `e`. So the
+/// sweep answers exactly, and stops at the first overlap. Ends at a step come before
+/// starts at it (lifetimes are half-open): every active piece ending at or before a start
+/// leaves first, from a min-heap of ends.
+///
+/// It reads the problem and plan directly ([`Pieces::for_each`]): most plans checked are
+/// valid, and at 10^7 buffers the pieces and segments of the general sweep are 480 MB
+/// that need not be built for them.
+fn pieces_are_disjoint(problem: &Problem, plan: &Plan) -> bool {
+    use std::cmp::Reverse;
+    use std::collections::{BTreeMap, BinaryHeap};
+
+    // (segment start, segment end, piece's address range) for every non-empty piece: the
+    // range travels with the segment, a lookup by piece in the sweep would be a cache miss
+    // per segment (most of the check's time at 10^7 buffers).
+    let mut starts: Vec<(u64, u64, (u64, u64))> = Vec::with_capacity(problem.len());
+    Pieces::for_each(problem, plan, |buffer, range| {
+        if range.0 != range.1 {
+            problem.buffers()[buffer].for_each_live_segment(|segment| {
+                starts.push((segment.start, segment.end, range));
+            });
+        }
+    });
+    crate::radix::sort_by_u64_key(&mut starts, |&(start, _, _)| start);
+
+    // offset -> end of the active pieces; (segment end, offset) of each.
+    let mut active: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut ends: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    for (start, end, (offset, top)) in starts {
+        while let Some(&Reverse((until, offset))) = ends.peek() {
+            if until > start {
+                break;
+            }
+            ends.pop();
+            active.remove(&offset);
+        }
+        if active
+            .range(..=offset)
+            .next_back()
+            .is_some_and(|(_, &below_top)| below_top > offset)
+            || active
+                .range(offset..)
+                .next()
+                .is_some_and(|(&above, _)| above < top)
+        {
+            return false;
+        }
+        active.insert(offset, top);
+        ends.push(Reverse((end, offset)));
+    }
+    true
 }
 
 /// Every pair `(a, b)`, `a <= b`, of buffers live at a common step with pieces whose

@@ -33,6 +33,7 @@ pub mod orders;
 pub mod plan;
 pub mod planner;
 pub mod problem;
+mod radix;
 pub mod render;
 
 pub use plan::{Extent, Plan};

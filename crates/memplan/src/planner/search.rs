@@ -256,6 +256,11 @@ pub struct Search {
     /// (the bound then exceeds `c`: [`Outcome::capacity_met`] is `Some(false)`); both
     /// threads search at cap `c`, as MiniMalloc's `--capacity` does.
     pub capacity: Option<u64>,
+    /// The problem's max-live bound ([`crate::bound::max_live`]) when the caller has
+    /// computed it already (the CLI prints it): on 10^7 buffers that sweep takes seconds
+    /// of the time limit. `None`: computed here. A wrong value gives a wrong lower bound,
+    /// never a wrong plan.
+    pub max_live: Option<u64>,
 }
 
 impl Search {
@@ -267,6 +272,7 @@ impl Search {
         threads: 0,
         rules: Rules::DEFAULT,
         capacity: None,
+        max_live: None,
     };
 }
 
@@ -439,7 +445,9 @@ impl Search {
         // The bound first: on a large problem the greedy start below is what gives way
         // to the time limit, so what comes before it must not (issue #18).
         let (g, fixed_top) = granularity(problem);
-        let bound = max_live(problem)
+        let bound = self
+            .max_live
+            .or_else(|| max_live(problem))
             .unwrap_or(0)
             .max(fixed_top)
             .checked_next_multiple_of(g)
