@@ -189,15 +189,15 @@ impl Planner for Chronological {
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
-        let order = order_by(problem, |b| {
-            (b.lifetime.start, Reverse(b.lifetime.end), Reverse(b.size))
-        });
         // Without gaps, conflict pairs and fixed offsets, the buffers live together with
         // the next one are exactly those live at its start: the sweep gives the engine's
         // plan in O(n log n).
         if super::sweep::applies(problem) {
-            return super::sweep::best_fit_in_start_order(problem, order);
+            return super::sweep::best_fit_chronological(problem);
         }
+        let order = order_by(problem, |b| {
+            (b.lifetime.start, Reverse(b.lifetime.end), Reverse(b.size))
+        });
         plan_in_order(problem, order, Fit::Best)
     }
 }
