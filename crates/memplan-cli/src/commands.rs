@@ -276,6 +276,7 @@ pub fn plan(
     })?;
     let report = checker::check(&problem, &outcome.plan);
     phase("check", check_started);
+    let write_started = Instant::now();
     if !report.is_valid() {
         let list: Vec<String> = report
             .violations
@@ -505,6 +506,7 @@ pub fn plan(
         ),
     };
     emit(&text, output)?;
+    phase("write", write_started);
     if let Some(path) = extras.svg {
         let picture = svg::render(
             &Scene {
