@@ -315,15 +315,25 @@ pub fn plan(
     {
         crate::tflite::write_offline_plan(input, tflm, file, out)?;
     }
-    // Every tensor's place (methods.md §1, Deployment); npu re-analysed the graph.
-    let slots = match npu.as_ref().and_then(|p| p.graph.as_ref()) {
-        Some(part) => part.analysis.tensor_slots(&part.graph),
-        None => loaded.tensors.clone(),
-    };
     let base = extras.base.unwrap_or(0);
     tensors::pool_end(base, arena).with_context(|| format!("--base {base:#x}"))?;
-    let tensor_addresses = tensors::addresses(&problem, &outcome.plan, &slots, base)
-        .with_context(|| format!("--base {base:#x}"))?;
+    // Every tensor's place (methods.md §1, Deployment); npu re-analysed the graph. Only
+    // plan JSON and the C header list them: for a solution CSV of 10^7 buffers they
+    // were two copies of every name (seconds, and a gigabyte).
+    let tensor_addresses = if matches!(format, Format::Json | Format::C) {
+        let analysed;
+        let slots = match npu.as_ref().and_then(|p| p.graph.as_ref()) {
+            Some(part) => {
+                analysed = part.analysis.tensor_slots(&part.graph);
+                &analysed
+            }
+            None => &loaded.tensors,
+        };
+        tensors::addresses(&problem, &outcome.plan, slots, base)
+            .with_context(|| format!("--base {base:#x}"))?
+    } else {
+        Vec::new()
+    };
     let text = match format {
         Format::Json => {
             let mut extra = serde_json::Map::new();
