@@ -1238,6 +1238,45 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A [`List`] (inline, spilled to a `Vec`, and back by rollback) holds the same
+        /// ranges as a plain `Vec` kept by the same union insertions, and the splices of
+        /// a rollback restore every earlier state.
+        #[test]
+        fn list_matches_a_vec(ranges in proptest::collection::vec((0u64..60, 1u64..6), 1..24)) {
+            let mut list = List::default();
+            let mut model: Vec<Range> = Vec::new();
+            let mut states = vec![model.clone()];
+            let mut undo = Vec::new();
+            for &(lo, len) in &ranges {
+                let (lo, hi) = (lo, lo + len);
+                let mut removed = Vec::new();
+                let at = insert_union(&mut list, (lo, hi), |old| removed.extend_from_slice(old));
+                let mut covered: Vec<Range> = model
+                    .iter()
+                    .copied()
+                    .filter(|r| r.1 < lo || r.0 > hi)
+                    .collect();
+                let merged: Vec<Range> =
+                    model.iter().copied().filter(|r| !(r.1 < lo || r.0 > hi)).collect();
+                proptest::prop_assert_eq!(&removed, &merged);
+                let new = merged
+                    .iter()
+                    .fold((lo, hi), |(a, b), r| (a.min(r.0), b.max(r.1)));
+                covered.push(new);
+                covered.sort_unstable();
+                model = covered;
+                proptest::prop_assert_eq!(list.as_slice(), &model[..]);
+                proptest::prop_assert_eq!(list.as_slice()[at], new);
+                undo.push((at, removed));
+                states.push(model.clone());
+            }
+            states.pop();
+            while let Some((at, removed)) = undo.pop() {
+                list.splice(at, &removed);
+                proptest::prop_assert_eq!(list.as_slice(), &states.pop().unwrap()[..]);
+            }
+        }
+
         /// [`Engine::find`] agrees with the brute force at every placement, with every fit,
         /// across a trial that is rolled back, on problems with gaps, conflict pairs,
         /// alignments and zero-size buffers.
