@@ -45,11 +45,31 @@
 //! `Y_1` (62,185 buffers) a placement gathered 2,800 overlapping buffers on average as raw
 //! ranges but only 200 union ranges, and planning went from 2.8 s to 0.2 s.
 //!
+//! # Memory layout
+//!
+//! At 10^6 buffers a placement is bound by memory latency, not by work: it visits about
+//! 40 nodes spread over hundreds of MB, a cache miss or more each. Three things cut the
+//! misses (issue #18), none of which changes a placement:
+//!
+//! - Both lists of a node sit side by side in one cache-line aligned [`Node`] (128
+//!   bytes), with its `read` flag: the insertion writes the `by_start` lists of the
+//!   query's `covering` path and the `covering` lists of (nearly) the query's canonical
+//!   nodes, so it finds them in the lines the query just read.
+//! - A list of at most [`INLINE`] ranges (most lists low in the tree) sits inline in the
+//!   node; a longer one in a `Vec` of its own.
+//! - Before the query, [`Engine::prefetch`] reads a little of every node the placement
+//!   will visit in one loop whose steps do not depend on each other, so that their misses
+//!   overlap instead of coming one after the other inside the query's dependent steps.
+//!
 //! # Scanning the merged runs lazily
 //!
 //! The gathered ranges come as `r = O(log T)` sorted runs (one per visited node list, read
-//! in place, plus the placed conflict partners, sorted on their own). A binary heap of the
-//! runs' next ranges hands them out in order of start, and the scan consumes them as they
+//! in place, plus the placed conflict partners, sorted on their own). The runs' next
+//! ranges are handed out in order of start by a linear search for the least of their `r`
+//! starts, kept side by side in one array (issue #18: on 10^5 random buffers with 20,000
+//! live at once, a first-fit strip order took 10.8 s instead of 16.4 s with a binary heap
+//! of the runs, whose sifting mispredicts branches where this loop streams through a
+//! cache line or two; `r` is a few dozen at most), and the scan consumes them as they
 //! come, keeping the highest end seen so far: each time the next range starts above it
 //! there is a gap. The candidate offset in a gap is its start rounded up to the buffer's
 //! alignment (checked arithmetic: an overflowing candidate does not fit; an overflowing
@@ -77,18 +97,18 @@
 //! With `n` buffers, `T <= n + gaps` distinct segment starts and `k` the number of union
 //! ranges read for one placement (at most the number of placed buffers overlapping it in
 //! time plus its placed conflict partners, usually far fewer), one placement costs
-//! `O(log T + k log log T)`: `O(log T)` nodes visited, at most `k` ranges taken from a
-//! heap of `O(log T)` runs and scanned (only those below the chosen gap for first-fit).
+//! `O(log T + k log T)`: `O(log T)` nodes visited, at most `k` ranges taken, each by a
+//! linear search over the next ranges of `O(log T)` runs, and scanned (only those below
+//! the chosen gap for first-fit).
 //! Recording a placed segment costs `O(log T)` binary searches plus the `Vec` insertions
 //! into `O(log T)` node lists (a `memmove` of the list's tail: `O(u)` for a list of `u`
 //! union ranges in the worst case, which the unions keep small in practice). Building the
-//! engine is `O(n log n)`; memory is `O(n log T)` at most. A whole greedy run is
-//! `O(n log n + K log log T)` for `K` the total ranges read, against the `Θ(n²)` of
+//! engine is `O(n log n)`; memory is `O(n log T)` at most, plus a fixed 128 bytes per node
+//! (`2T` nodes: 256 MB at `T = 10^6`). A whole greedy run is `O(n log n + K log T)` for
+//! `K` the total ranges read, against the `Θ(n²)` of
 //! scanning every placed buffer for every placement.
 
 use std::cell::Cell;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::PlanError;
@@ -114,6 +134,113 @@ pub(crate) enum Fit {
 /// One placed segment's address range, `(offset, offset + size)`.
 type Range = (u64, u64);
 
+/// One node of the segment tree: its two lists side by side, so that a placement, which
+/// reads one list of a node and then writes the other (the query's `covering` path is the
+/// insertion's `by_start` path, and nearly so for the canonical nodes), finds the second
+/// in the cache lines it just read.
+#[derive(Clone, Debug, Default)]
+#[repr(align(64))]
+struct Node {
+    /// Case 1 list: placed segments whose start leaf is below the node.
+    by_start: List,
+    /// Case 2 list: placed segments covering (strictly) every start below the node.
+    covering: List,
+    /// Some segment's case 1 query visits the node, so its `by_start` list is ever read.
+    /// Every segment is known in advance, and the lists of the other nodes (those high
+    /// above short lifetimes) are never kept: the plans are the same, and the longest
+    /// lists are not paid for (issue #18: a third of `strip`'s time on 10^5 random buffers
+    /// went into keeping them).
+    read: bool,
+}
+
+/// How many ranges a node list holds inside the node, without an allocation of its own.
+const INLINE: usize = 3;
+
+/// A node list: a sorted list of disjoint, non-touching address ranges. Short ones (most
+/// lists low in the tree) sit inline, longer ones in a `Vec`; a list that shrinks back
+/// (a rollback) may stay in its `Vec`.
+#[derive(Clone, Debug)]
+enum List {
+    Inline(u8, [Range; INLINE]),
+    Heap(Vec<Range>),
+}
+
+impl Default for List {
+    fn default() -> List {
+        List::Inline(0, [(0, 0); INLINE])
+    }
+}
+
+impl List {
+    fn as_slice(&self) -> &[Range] {
+        match self {
+            List::Inline(len, items) => &items[..*len as usize],
+            List::Heap(items) => items,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    /// Inserts `range` at `at`.
+    fn insert(&mut self, at: usize, range: Range) {
+        match self {
+            List::Inline(len, items) if (*len as usize) < INLINE => {
+                let n = *len as usize;
+                items.copy_within(at..n, at + 1);
+                items[at] = range;
+                *len += 1;
+            }
+            List::Inline(len, items) => {
+                let n = *len as usize;
+                let mut heap = Vec::with_capacity(2 * INLINE);
+                heap.extend_from_slice(&items[..at]);
+                heap.push(range);
+                heap.extend_from_slice(&items[at..n]);
+                *self = List::Heap(heap);
+            }
+            List::Heap(items) => items.insert(at, range),
+        }
+    }
+
+    /// Replaces the ranges `at..last` (at least one) by `range`.
+    fn replace(&mut self, at: usize, last: usize, range: Range) {
+        match self {
+            List::Inline(len, items) => {
+                let n = *len as usize;
+                items[at] = range;
+                items.copy_within(last..n, at + 1);
+                *len -= (last - at - 1) as u8;
+            }
+            List::Heap(items) => {
+                items[at] = range;
+                items.drain(at + 1..last);
+            }
+        }
+    }
+
+    /// Replaces the range at `at` by `ranges` (none or more).
+    fn splice(&mut self, at: usize, ranges: &[Range]) {
+        match self {
+            List::Inline(len, items) if *len as usize - 1 + ranges.len() <= INLINE => {
+                let n = *len as usize;
+                items.copy_within(at + 1..n, at + ranges.len());
+                items[at..at + ranges.len()].copy_from_slice(ranges);
+                *len = (n - 1 + ranges.len()) as u8;
+            }
+            List::Inline(..) => {
+                let mut heap = self.as_slice().to_vec();
+                heap.splice(at..at + 1, ranges.iter().copied());
+                *self = List::Heap(heap);
+            }
+            List::Heap(items) => {
+                items.splice(at..at + 1, ranges.iter().copied());
+            }
+        }
+    }
+}
+
 /// A live segment, in compressed coordinates.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
@@ -132,16 +259,8 @@ pub(crate) struct Engine<'p> {
     segments: Vec<Segment>,
     /// Number of leaves `T` (distinct segment starts).
     leaves: usize,
-    /// Case 1 lists: placed segments whose start leaf is below the node.
-    by_start: Vec<Vec<Range>>,
-    /// `read[node]`: some segment's case 1 query visits the node, so its `by_start` list
-    /// is ever read. Every segment is known in advance, and the lists of the other nodes
-    /// (those high above short lifetimes) are never kept: the plans are the same, and the
-    /// longest lists are not paid for (issue #18: a third of `strip`'s time on 10^5 random
-    /// buffers went into keeping them).
-    read: Vec<bool>,
-    /// Case 2 lists: placed segments covering (strictly) every start below the node.
-    covering: Vec<Vec<Range>>,
+    /// The tree's nodes, both lists of each together ([`Node`]).
+    nodes: Vec<Node>,
     /// `conflict_partners[conflict_first[i]..conflict_first[i + 1]]`: buffer `i`'s partners.
     conflict_first: Vec<u32>,
     conflict_partners: Vec<u32>,
@@ -152,8 +271,9 @@ pub(crate) struct Engine<'p> {
     /// The address ranges of the placed conflict partners of the current placement, sorted:
     /// the run [`Run::Partners`].
     partners: Vec<Range>,
-    /// The scan's heap: the start of each run's next range, and the run's index in `runs`.
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// `heads[i]`: the start of the next range of `runs[i]` to scan (`u64::MAX` when
+    /// none is left: no range starts there).
+    heads: Vec<u64>,
     /// `next[i]`: the position of the next range of `runs[i]` to scan.
     next: Vec<u32>,
     /// While a trial is open ([`Engine::begin_trial`]), how to undo every placement since.
@@ -271,9 +391,9 @@ enum Run {
     Partners,
 }
 
-/// Adds node list `node` of `lists` to `runs` unless it is empty.
-fn take(runs: &mut Vec<Run>, lists: &[Vec<Range>], node: usize, run: fn(u32) -> Run) {
-    if !lists[node].is_empty() {
+/// Adds `list`, node `node`'s, to `runs` unless it is empty.
+fn take(runs: &mut Vec<Run>, list: &List, node: usize, run: fn(u32) -> Run) {
+    if !list.is_empty() {
         runs.push(run(node as u32));
     }
 }
@@ -331,7 +451,7 @@ impl<'p> Engine<'p> {
             fill[b.index()] += 1;
         }
 
-        let mut read = vec![false; 2 * leaves];
+        let mut nodes = vec![Node::default(); 2 * leaves];
         for s in &segments {
             let (mut l, mut r) = (
                 s.start_leaf as usize + leaves,
@@ -339,12 +459,12 @@ impl<'p> Engine<'p> {
             );
             while l < r {
                 if l & 1 == 1 {
-                    read[l] = true;
+                    nodes[l].read = true;
                     l += 1;
                 }
                 if r & 1 == 1 {
                     r -= 1;
-                    read[r] = true;
+                    nodes[r].read = true;
                 }
                 l >>= 1;
                 r >>= 1;
@@ -355,17 +475,15 @@ impl<'p> Engine<'p> {
             problem,
             segment_first,
             segments,
-            read,
             leaves,
-            by_start: vec![Vec::new(); 2 * leaves],
-            covering: vec![Vec::new(); 2 * leaves],
+            nodes,
             conflict_first,
             conflict_partners,
             offsets: vec![0; buffers.len()],
             placed: vec![false; buffers.len()],
             runs: Vec::new(),
             partners: Vec::new(),
-            heap: BinaryHeap::new(),
+            heads: Vec::new(),
             next: Vec::new(),
             journal: None,
             recency: None,
@@ -431,12 +549,12 @@ impl<'p> Engine<'p> {
             );
             while l < r {
                 if l & 1 == 1 {
-                    take(&mut self.runs, &self.by_start, l, Run::ByStart);
+                    take(&mut self.runs, &self.nodes[l].by_start, l, Run::ByStart);
                     l += 1;
                 }
                 if r & 1 == 1 {
                     r -= 1;
-                    take(&mut self.runs, &self.by_start, r, Run::ByStart);
+                    take(&mut self.runs, &self.nodes[r].by_start, r, Run::ByStart);
                 }
                 l >>= 1;
                 r >>= 1;
@@ -444,7 +562,7 @@ impl<'p> Engine<'p> {
             // Case 2: placed segments with start < s < end.
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
-                take(&mut self.runs, &self.covering, p, Run::Covering);
+                take(&mut self.runs, &self.nodes[p].covering, p, Run::Covering);
                 p >>= 1;
             }
         }
@@ -469,8 +587,8 @@ impl<'p> Engine<'p> {
     /// The ranges of a gathered run.
     fn run(&self, run: Run) -> &[Range] {
         match run {
-            Run::ByStart(node) => &self.by_start[node as usize],
-            Run::Covering(node) => &self.covering[node as usize],
+            Run::ByStart(node) => self.nodes[node as usize].by_start.as_slice(),
+            Run::Covering(node) => self.nodes[node as usize].covering.as_slice(),
             Run::Partners => &self.partners,
         }
     }
@@ -489,11 +607,13 @@ impl<'p> Engine<'p> {
         self.gather(buffer);
         let b = &self.problem.buffers()[buffer];
         let mut gaps = Gaps::new(floor, b.size, b.alignment, fit);
-        let mut heap = std::mem::take(&mut self.heap);
-        heap.clear();
-        self.next.clear();
-        for (i, &run) in self.runs.iter().enumerate() {
-            let list = self.run(run);
+        let mut heads = std::mem::take(&mut self.heads);
+        heads.clear();
+        let mut next = std::mem::take(&mut self.next);
+        next.clear();
+        // The runs' ranges, looked up once.
+        let lists: Vec<&[Range]> = self.runs.iter().map(|&run| self.run(run)).collect();
+        for (&run, &list) in self.runs.iter().zip(&lists) {
             // A node list's ranges are disjoint: their ends increase like their starts. Most
             // lists have nothing to skip (the floor is 0 outside `Fit::Stacked`), and a
             // binary search for nothing would cost a cache miss per probe.
@@ -503,30 +623,31 @@ impl<'p> Engine<'p> {
                 }
                 _ => 0,
             };
-            if let Some(r) = list.get(first) {
-                heap.push(Reverse((r.0, i as u32)));
-            }
-            self.next.push(first as u32);
+            heads.push(list.get(first).map_or(u64::MAX, |r| r.0));
+            next.push(first as u32);
         }
         let mut found = None;
-        while let Some(mut top) = heap.peek_mut() {
-            let i = top.0 .1 as usize;
-            let k = self.next[i] as usize;
-            let list = self.run(self.runs[i]);
+        loop {
+            let (mut i, mut min) = (usize::MAX, u64::MAX);
+            for (j, &h) in heads.iter().enumerate() {
+                if h < min {
+                    (i, min) = (j, h);
+                }
+            }
+            if i == usize::MAX {
+                break;
+            }
+            let k = next[i] as usize;
+            let list = lists[i];
             if let Some(offset) = gaps.next(list[k]) {
                 found = Some(offset);
                 break;
             }
-            let following = list.get(k + 1).copied();
-            self.next[i] += 1;
-            match following {
-                Some(r) => top.0 .0 = r.0,
-                None => {
-                    std::collections::binary_heap::PeekMut::pop(top);
-                }
-            }
+            heads[i] = list.get(k + 1).map_or(u64::MAX, |r| r.0);
+            next[i] += 1;
         }
-        self.heap = heap;
+        self.next = next;
+        self.heads = heads;
         match found {
             Some(offset) => Ok(offset),
             None => gaps.finish(),
@@ -570,7 +691,7 @@ impl<'p> Engine<'p> {
             let segment = self.segments[index];
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
-                if self.read[p] {
+                if self.nodes[p].read {
                     self.insert(false, p, range);
                 }
                 p >>= 1;
@@ -596,10 +717,11 @@ impl<'p> Engine<'p> {
 
     /// Adds `range` to one node list, journaled while a trial is open.
     fn insert(&mut self, covering: bool, node: usize, range: Range) {
+        let node_lists = &mut self.nodes[node];
         let list = if covering {
-            &mut self.covering[node]
+            &mut node_lists.covering
         } else {
-            &mut self.by_start[node]
+            &mut node_lists.by_start
         };
         match &mut self.journal {
             None => {
@@ -631,20 +753,13 @@ impl<'p> Engine<'p> {
             return;
         };
         for edit in journal.edits.iter().rev() {
+            let node = &mut self.nodes[edit.node as usize];
             let list = if edit.covering {
-                &mut self.covering[edit.node as usize]
+                &mut node.covering
             } else {
-                &mut self.by_start[edit.node as usize]
+                &mut node.by_start
             };
-            let at = edit.at as usize;
-            if edit.removed.is_empty() {
-                list.remove(at);
-            } else {
-                list.splice(
-                    at..at + 1,
-                    journal.removed[edit.removed.clone()].iter().copied(),
-                );
-            }
+            list.splice(edit.at as usize, &journal.removed[edit.removed.clone()]);
         }
         if let Some(recency) = &mut self.recency {
             for &(is_tag, node, old) in journal.recency.iter().rev() {
@@ -668,8 +783,55 @@ impl<'p> Engine<'p> {
         }
     }
 
+    /// Reads a little of every node that placing `buffer` visits (the query's and the
+    /// insertion's: both lists of the nodes on the path above the leaf of each segment's
+    /// start and of the canonical nodes of the segment) in one loop without dependencies
+    /// between its steps, so that their cache misses overlap instead of coming one after
+    /// the other inside the dependent steps of the query and the insertion.
+    fn prefetch(&self, buffer: usize) {
+        let n = self.leaves;
+        let touch = |node: &Node| {
+            let mut sum = 0u64;
+            for list in [&node.by_start, &node.covering] {
+                let ranges = list.as_slice();
+                if let (Some(first), Some(middle)) = (ranges.first(), ranges.get(ranges.len() / 2))
+                {
+                    sum = sum.wrapping_add(first.0 ^ middle.1);
+                }
+            }
+            sum
+        };
+        let mut sum = 0u64;
+        for index in self.segments_of(buffer) {
+            let segment = self.segments[index];
+            let (mut l, mut r) = (
+                segment.start_leaf as usize + n,
+                segment.end_bound as usize + n,
+            );
+            while l < r {
+                if l & 1 == 1 {
+                    sum = sum.wrapping_add(touch(&self.nodes[l]));
+                    l += 1;
+                }
+                if r & 1 == 1 {
+                    r -= 1;
+                    sum = sum.wrapping_add(touch(&self.nodes[r]));
+                }
+                l >>= 1;
+                r >>= 1;
+            }
+            let mut p = segment.start_leaf as usize + n;
+            while p >= 1 {
+                sum = sum.wrapping_add(touch(&self.nodes[p]));
+                p >>= 1;
+            }
+        }
+        std::hint::black_box(sum);
+    }
+
     /// Finds `buffer`'s offset with `fit` and places it there.
     pub(crate) fn place_with(&mut self, buffer: usize, fit: Fit) -> Result<u64, PlanError> {
+        self.prefetch(buffer);
         let offset = self.find(buffer, fit)?;
         self.place(buffer, offset);
         Ok(offset)
@@ -758,17 +920,18 @@ pub(crate) fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
 /// Adds `range` to `list`, a sorted list of disjoint, non-touching address ranges, merging
 /// it with the ranges it overlaps or touches. Hands the ranges it replaces (none for a pure
 /// insertion) to `replaced` before changing them; returns where the new range sits.
-fn insert_union(list: &mut Vec<Range>, (lo, hi): Range, replaced: impl FnOnce(&[Range])) -> usize {
+fn insert_union(list: &mut List, (lo, hi): Range, replaced: impl FnOnce(&[Range])) -> usize {
+    let ranges = list.as_slice();
     // The ranges are disjoint and sorted, so both their starts and their ends increase.
-    let first = list.partition_point(|r| r.1 < lo);
+    let first = ranges.partition_point(|r| r.1 < lo);
     // Usually at most one range to merge: walking to it beats a second binary search.
-    let last = first + list[first..].iter().take_while(|r| r.0 <= hi).count();
+    let last = first + ranges[first..].iter().take_while(|r| r.0 <= hi).count();
     if first == last {
         list.insert(first, (lo, hi));
     } else {
-        replaced(&list[first..last]);
-        list[first] = (list[first].0.min(lo), list[last - 1].1.max(hi));
-        list.drain(first + 1..last);
+        replaced(&ranges[first..last]);
+        let merged = (ranges[first].0.min(lo), ranges[last - 1].1.max(hi));
+        list.replace(first, last, merged);
     }
     first
 }
@@ -1005,7 +1168,7 @@ mod tests {
             _ => Engine::new(problem),
         };
         if all {
-            engine.read.fill(true);
+            engine.nodes.iter_mut().for_each(|node| node.read = true);
         }
         let half = order.len() / 2;
         for &i in &order[..half] {
@@ -1079,6 +1242,45 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A [`List`] (inline, spilled to a `Vec`, and back by rollback) holds the same
+        /// ranges as a plain `Vec` kept by the same union insertions, and the splices of
+        /// a rollback restore every earlier state.
+        #[test]
+        fn list_matches_a_vec(ranges in proptest::collection::vec((0u64..60, 1u64..6), 1..24)) {
+            let mut list = List::default();
+            let mut model: Vec<Range> = Vec::new();
+            let mut states = vec![model.clone()];
+            let mut undo = Vec::new();
+            for &(lo, len) in &ranges {
+                let (lo, hi) = (lo, lo + len);
+                let mut removed = Vec::new();
+                let at = insert_union(&mut list, (lo, hi), |old| removed.extend_from_slice(old));
+                let mut covered: Vec<Range> = model
+                    .iter()
+                    .copied()
+                    .filter(|r| r.1 < lo || r.0 > hi)
+                    .collect();
+                let merged: Vec<Range> =
+                    model.iter().copied().filter(|r| !(r.1 < lo || r.0 > hi)).collect();
+                proptest::prop_assert_eq!(&removed, &merged);
+                let new = merged
+                    .iter()
+                    .fold((lo, hi), |(a, b), r| (a.min(r.0), b.max(r.1)));
+                covered.push(new);
+                covered.sort_unstable();
+                model = covered;
+                proptest::prop_assert_eq!(list.as_slice(), &model[..]);
+                proptest::prop_assert_eq!(list.as_slice()[at], new);
+                undo.push((at, removed));
+                states.push(model.clone());
+            }
+            states.pop();
+            while let Some((at, removed)) = undo.pop() {
+                list.splice(at, &removed);
+                proptest::prop_assert_eq!(list.as_slice(), &states.pop().unwrap()[..]);
+            }
+        }
+
         /// [`Engine::find`] agrees with the brute force at every placement, with every fit,
         /// across a trial that is rolled back, on problems with gaps, conflict pairs,
         /// alignments and zero-size buffers.
