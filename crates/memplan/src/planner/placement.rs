@@ -64,12 +64,8 @@
 //! # Scanning the merged runs lazily
 //!
 //! The gathered ranges come as `r = O(log T)` sorted runs (one per visited node list, read
-//! in place, plus the placed conflict partners, sorted on their own). The runs' next
-//! ranges are handed out in order of start by a linear search for the least of their `r`
-//! starts, kept side by side in one array (issue #18: on 10^5 random buffers with 20,000
-//! live at once, a first-fit strip order took 10.8 s instead of 16.4 s with a binary heap
-//! of the runs, whose sifting mispredicts branches where this loop streams through a
-//! cache line or two; `r` is a few dozen at most), and the scan consumes them as they
+//! in place, plus the placed conflict partners, sorted on their own). A binary heap of the
+//! runs' next ranges hands them out in order of start, and the scan consumes them as they
 //! come, keeping the highest end seen so far: each time the next range starts above it
 //! there is a gap. The candidate offset in a gap is its start rounded up to the buffer's
 //! alignment (checked arithmetic: an overflowing candidate does not fit; an overflowing
@@ -97,18 +93,19 @@
 //! With `n` buffers, `T <= n + gaps` distinct segment starts and `k` the number of union
 //! ranges read for one placement (at most the number of placed buffers overlapping it in
 //! time plus its placed conflict partners, usually far fewer), one placement costs
-//! `O(log T + k log T)`: `O(log T)` nodes visited, at most `k` ranges taken, each by a
-//! linear search over the next ranges of `O(log T)` runs, and scanned (only those below
-//! the chosen gap for first-fit).
+//! `O(log T + k log log T)`: `O(log T)` nodes visited, at most `k` ranges taken from a
+//! heap of `O(log T)` runs and scanned (only those below the chosen gap for first-fit).
 //! Recording a placed segment costs `O(log T)` binary searches plus the `Vec` insertions
 //! into `O(log T)` node lists (a `memmove` of the list's tail: `O(u)` for a list of `u`
 //! union ranges in the worst case, which the unions keep small in practice). Building the
 //! engine is `O(n log n)`; memory is `O(n log T)` at most, plus a fixed 128 bytes per node
-//! (`2T` nodes: 256 MB at `T = 10^6`). A whole greedy run is `O(n log n + K log T)` for
-//! `K` the total ranges read, against the `Θ(n²)` of
+//! (`2T` nodes: 256 MB at `T = 10^6`). A whole greedy run is
+//! `O(n log n + K log log T)` for `K` the total ranges read, against the `Θ(n²)` of
 //! scanning every placed buffer for every placement.
 
 use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::PlanError;
@@ -271,9 +268,8 @@ pub(crate) struct Engine<'p> {
     /// The address ranges of the placed conflict partners of the current placement, sorted:
     /// the run [`Run::Partners`].
     partners: Vec<Range>,
-    /// `heads[i]`: the start of the next range of `runs[i]` to scan (`u64::MAX` when
-    /// none is left: no range starts there).
-    heads: Vec<u64>,
+    /// The scan's heap: the start of each run's next range, and the run's index in `runs`.
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
     /// `next[i]`: the position of the next range of `runs[i]` to scan.
     next: Vec<u32>,
     /// While a trial is open ([`Engine::begin_trial`]), how to undo every placement since.
@@ -483,7 +479,7 @@ impl<'p> Engine<'p> {
             placed: vec![false; buffers.len()],
             runs: Vec::new(),
             partners: Vec::new(),
-            heads: Vec::new(),
+            heap: BinaryHeap::new(),
             next: Vec::new(),
             journal: None,
             recency: None,
@@ -607,13 +603,13 @@ impl<'p> Engine<'p> {
         self.gather(buffer);
         let b = &self.problem.buffers()[buffer];
         let mut gaps = Gaps::new(floor, b.size, b.alignment, fit);
-        let mut heads = std::mem::take(&mut self.heads);
-        heads.clear();
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
         let mut next = std::mem::take(&mut self.next);
         next.clear();
         // The runs' ranges, looked up once.
         let lists: Vec<&[Range]> = self.runs.iter().map(|&run| self.run(run)).collect();
-        for (&run, &list) in self.runs.iter().zip(&lists) {
+        for (i, (&run, &list)) in self.runs.iter().zip(&lists).enumerate() {
             // A node list's ranges are disjoint: their ends increase like their starts. Most
             // lists have nothing to skip (the floor is 0 outside `Fit::Stacked`), and a
             // binary search for nothing would cost a cache miss per probe.
@@ -623,31 +619,31 @@ impl<'p> Engine<'p> {
                 }
                 _ => 0,
             };
-            heads.push(list.get(first).map_or(u64::MAX, |r| r.0));
+            if let Some(r) = list.get(first) {
+                heap.push(Reverse((r.0, i as u32)));
+            }
             next.push(first as u32);
         }
         let mut found = None;
-        loop {
-            let (mut i, mut min) = (usize::MAX, u64::MAX);
-            for (j, &h) in heads.iter().enumerate() {
-                if h < min {
-                    (i, min) = (j, h);
-                }
-            }
-            if i == usize::MAX {
-                break;
-            }
+        while let Some(mut top) = heap.peek_mut() {
+            let i = top.0 .1 as usize;
             let k = next[i] as usize;
             let list = lists[i];
             if let Some(offset) = gaps.next(list[k]) {
                 found = Some(offset);
                 break;
             }
-            heads[i] = list.get(k + 1).map_or(u64::MAX, |r| r.0);
+            let following = list.get(k + 1).copied();
             next[i] += 1;
+            match following {
+                Some(r) => top.0 .0 = r.0,
+                None => {
+                    std::collections::binary_heap::PeekMut::pop(top);
+                }
+            }
         }
+        self.heap = heap;
         self.next = next;
-        self.heads = heads;
         match found {
             Some(offset) => Ok(offset),
             None => gaps.finish(),
