@@ -625,6 +625,26 @@ fn solution_rows_are_matched_by_id_in_any_order() {
 }
 
 #[test]
+fn solution_rows_in_order_then_not_are_matched_by_id() {
+    // The reader matches rows by position while they follow the problem's order, then by
+    // name: both halves of that must give the same plan as fully shuffled rows.
+    let problem = read(&data("input.12.csv"));
+    let partly = "id,lower,upper,size,offset\nb1,0,3,4,8\nb2,3,9,4,8\nb5,0,21,4,0\nb3,0,9,4,4\nb4,9,21,4,4\n";
+    assert_eq!(
+        read_solution(partly, "s.csv", &problem).unwrap().offsets,
+        vec![8, 8, 4, 4, 0]
+    );
+    let repeated = "id,lower,upper,size,offset\nb1,0,3,4,8\nb2,3,9,4,8\nb1,0,3,4,8\n";
+    let err = read_solution(repeated, "s.csv", &problem).unwrap_err();
+    check_error(
+        &err,
+        4,
+        Some("id"),
+        &["'b1'", "already has a row on line 2"],
+    );
+}
+
+#[test]
 fn bad_solutions_name_the_buffer_and_field() {
     let problem = read(&data("input.12.csv"));
     let solution = data("solution.12.csv");

@@ -210,14 +210,31 @@ pub fn read_solution_realigned(
     let mut alignments: Vec<u64> = problem.buffers().iter().map(|b| b.alignment).collect();
     let mut records = Records::new(text, source);
     let header = Header::read(&mut records, true)?;
-    let index = problem.ids_by_name();
+    // Rows in the problem's order (as memplan writes them) are matched by position; the
+    // name index (a quarter of a GB at 10^7 buffers) is built at the first row that is not.
+    let mut index = None;
+    let mut rows = 0usize;
     let mut offsets: Vec<Option<u64>> = vec![None; problem.len()];
     let mut row_lines = vec![0usize; problem.len()];
     let mut last_line = header.line;
     while let Some(record) = records.next_record()? {
         last_line = record.line;
         let row = header.row(&record)?;
-        let Some(i) = index.get(row.name.as_str()).map(|id| id.index()) else {
+        let in_order = index.is_none()
+            && problem
+                .buffers()
+                .get(rows)
+                .is_some_and(|b| b.name == row.name);
+        rows += 1;
+        let found = if in_order {
+            Some(rows - 1)
+        } else {
+            index
+                .get_or_insert_with(|| problem.ids_by_name())
+                .get(row.name.as_str())
+                .map(|id| id.index())
+        };
+        let Some(i) = found else {
             return Err(row.error(
                 &header,
                 Field::Id,
