@@ -302,29 +302,12 @@ impl Recency {
         }
     }
 
-    /// The canonical nodes covering leaves `[l, r)` of a tree with `n` leaves.
-    fn canonical(n: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
-        let (mut l, mut r) = (l + n, r + n);
-        while l < r {
-            if l & 1 == 1 {
-                f(l);
-                l += 1;
-            }
-            if r & 1 == 1 {
-                r -= 1;
-                f(r);
-            }
-            l >>= 1;
-            r >>= 1;
-        }
-    }
-
     /// Records `value` over leaves `[l, r)`, calling `edit(is_tag, node, old)` before
     /// each change.
     fn update(&mut self, l: usize, r: usize, value: u32, mut edit: impl FnMut(bool, u32, u32)) {
         let n = self.tag.len() / 2;
         let (tag, sub) = (&mut self.tag, &mut self.sub);
-        Recency::canonical(n, l, r, |node| {
+        canonical(n, l, r, |node| {
             if tag[node] < value {
                 edit(true, node as u32, tag[node]);
                 tag[node] = value;
@@ -342,7 +325,7 @@ impl Recency {
     fn query(&self, l: usize, r: usize) -> u32 {
         let n = self.tag.len() / 2;
         let mut best = 0;
-        Recency::canonical(n, l, r, |node| {
+        canonical(n, l, r, |node| {
             best = best.max(self.sub[node]);
             let mut p = node >> 1;
             while p >= 1 {
@@ -351,6 +334,24 @@ impl Recency {
             }
         });
         best
+    }
+}
+
+/// Calls `f` with the canonical nodes covering leaves `[l, r)` of a tree with `n` leaves
+/// (iterative layout: leaves at `n..2n`), at most two per level, bottom up.
+fn canonical(n: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
+    let (mut l, mut r) = (l + n, r + n);
+    while l < r {
+        if l & 1 == 1 {
+            f(l);
+            l += 1;
+        }
+        if r & 1 == 1 {
+            r -= 1;
+            f(r);
+        }
+        l >>= 1;
+        r >>= 1;
     }
 }
 
@@ -449,22 +450,12 @@ impl<'p> Engine<'p> {
 
         let mut nodes = vec![Node::default(); 2 * leaves];
         for s in &segments {
-            let (mut l, mut r) = (
-                s.start_leaf as usize + leaves,
-                s.end_bound as usize + leaves,
+            canonical(
+                leaves,
+                s.start_leaf as usize,
+                s.end_bound as usize,
+                |node| nodes[node].read = true,
             );
-            while l < r {
-                if l & 1 == 1 {
-                    nodes[l].read = true;
-                    l += 1;
-                }
-                if r & 1 == 1 {
-                    r -= 1;
-                    nodes[r].read = true;
-                }
-                l >>= 1;
-                r >>= 1;
-            }
         }
 
         Engine {
@@ -539,22 +530,19 @@ impl<'p> Engine<'p> {
         for index in self.segments_of(buffer) {
             let segment = self.segments[index];
             // Case 1: placed segments starting in [s, e).
-            let (mut l, mut r) = (
-                segment.start_leaf as usize + n,
-                segment.end_bound as usize + n,
+            canonical(
+                n,
+                segment.start_leaf as usize,
+                segment.end_bound as usize,
+                |node| {
+                    take(
+                        &mut self.runs,
+                        &self.nodes[node].by_start,
+                        node,
+                        Run::ByStart,
+                    )
+                },
             );
-            while l < r {
-                if l & 1 == 1 {
-                    take(&mut self.runs, &self.nodes[l].by_start, l, Run::ByStart);
-                    l += 1;
-                }
-                if r & 1 == 1 {
-                    r -= 1;
-                    take(&mut self.runs, &self.nodes[r].by_start, r, Run::ByStart);
-                }
-                l >>= 1;
-                r >>= 1;
-            }
             // Case 2: placed segments with start < s < end.
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
@@ -692,22 +680,12 @@ impl<'p> Engine<'p> {
                 }
                 p >>= 1;
             }
-            let (mut l, mut r) = (
-                segment.start_leaf as usize + 1 + n,
-                segment.end_bound as usize + n,
+            canonical(
+                n,
+                segment.start_leaf as usize + 1,
+                segment.end_bound as usize,
+                |node| self.insert(true, node, range),
             );
-            while l < r {
-                if l & 1 == 1 {
-                    self.insert(true, l, range);
-                    l += 1;
-                }
-                if r & 1 == 1 {
-                    r -= 1;
-                    self.insert(true, r, range);
-                }
-                l >>= 1;
-                r >>= 1;
-            }
         }
     }
 
@@ -800,22 +778,12 @@ impl<'p> Engine<'p> {
         let mut sum = 0u64;
         for index in self.segments_of(buffer) {
             let segment = self.segments[index];
-            let (mut l, mut r) = (
-                segment.start_leaf as usize + n,
-                segment.end_bound as usize + n,
+            canonical(
+                n,
+                segment.start_leaf as usize,
+                segment.end_bound as usize,
+                |node| sum = sum.wrapping_add(touch(&self.nodes[node])),
             );
-            while l < r {
-                if l & 1 == 1 {
-                    sum = sum.wrapping_add(touch(&self.nodes[l]));
-                    l += 1;
-                }
-                if r & 1 == 1 {
-                    r -= 1;
-                    sum = sum.wrapping_add(touch(&self.nodes[r]));
-                }
-                l >>= 1;
-                r >>= 1;
-            }
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
                 sum = sum.wrapping_add(touch(&self.nodes[p]));
