@@ -196,7 +196,7 @@ impl Planner for Chronological {
             return super::sweep::best_fit_chronological(problem);
         }
         let order = order_by(problem, |b| {
-            (b.lifetime.start, Reverse(b.lifetime.end), Reverse(b.size))
+            super::sweep::chronological_key(b.lifetime.start, b.lifetime.end, b.size)
         });
         plan_in_order(problem, order, Fit::Best)
     }

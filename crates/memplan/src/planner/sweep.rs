@@ -202,6 +202,16 @@ impl Offsets {
     }
 }
 
+/// `greedy-chronological`'s order, ties to the lower id: lifetime start, then end
+/// descending, then size descending.
+pub(crate) fn chronological_key(
+    start: u64,
+    end: u64,
+    size: u64,
+) -> (u64, Reverse<u64>, Reverse<u64>) {
+    (start, Reverse(end), Reverse(size))
+}
+
 /// `greedy-chronological`'s plan: best-fit in the order by lifetime start, then end
 /// descending, size descending and id; the caller has checked [`applies`]. The order is
 /// sorted with what the sweep reads of each buffer, so the sweep never looks a buffer up
@@ -212,7 +222,7 @@ pub(crate) fn best_fit_chronological(problem: &Problem) -> Result<Plan, PlanErro
         .zip(problem.buffers())
         .map(|(id, b)| Item::of(id, b))
         .collect();
-    items.sort_unstable_by_key(|b| (b.start, Reverse(b.end), Reverse(b.size), b.id));
+    items.sort_unstable_by_key(|b| (chronological_key(b.start, b.end, b.size), b.id));
     best_fit_in_sorted(problem, items)
 }
 
