@@ -222,9 +222,9 @@ pub use crate::orders::{check_all_orders, Dataflow, Unordered};
 /// Checks a plan with a sweep over time; returns exactly the [`Report`] of
 /// [`check_naive`].
 ///
-/// A first, lighter sweep answers only "does any pair share addresses?"
-/// (`pieces_are_disjoint`): on a valid plan without conflict pairs it is the whole
-/// overlap check. Otherwise the general sweep below finds every pair.
+/// A first, lighter sweep answers only "does any pair live together share addresses?"
+/// (`pieces_are_disjoint`): when none does, it is the whole overlap check (conflict pairs
+/// are still checked one by one). Otherwise the general sweep below finds every pair.
 ///
 /// Every live segment ([`Buffer::live_segments`](crate::Buffer::live_segments)) gives a
 /// start and an end event; at equal steps ends come before starts (lifetimes are
@@ -260,21 +260,24 @@ pub fn check(problem: &Problem, plan: &Plan) -> Report {
         return report;
     }
     let arena = per_buffer_checks(problem, plan, &mut violations);
-    if pieces_are_disjoint(problem, plan) && problem.conflicts().is_empty() {
+    let disjoint = pieces_are_disjoint(problem, plan);
+    if disjoint && problem.conflicts().is_empty() {
         return finish(plan, arena, violations);
     }
     let pieces = Pieces::new(problem, plan);
-    let segments = Segments::new(problem);
-    for (i, j) in sweep_overlapping_pairs(&pieces, &segments) {
-        let (i, j) = (i as usize, j as usize);
-        if i == j {
-            extents_overlap(problem, &pieces, i, &mut violations);
-            continue;
-        }
-        let addresses = shared_addresses(&pieces, i, j);
-        let steps = first_common_steps(segments.of(i), segments.of(j));
-        if let (Some(addresses), Some(steps)) = (addresses, steps) {
-            violations.push(overlap(problem, i, j, steps, addresses));
+    if !disjoint {
+        let segments = Segments::new(problem);
+        for (i, j) in sweep_overlapping_pairs(&pieces, &segments) {
+            let (i, j) = (i as usize, j as usize);
+            if i == j {
+                extents_overlap(problem, &pieces, i, &mut violations);
+                continue;
+            }
+            let addresses = shared_addresses(&pieces, i, j);
+            let steps = first_common_steps(segments.of(i), segments.of(j));
+            if let (Some(addresses), Some(steps)) = (addresses, steps) {
+                violations.push(overlap(problem, i, j, steps, addresses));
+            }
         }
     }
     conflict_checks(problem, &pieces, &mut violations);
