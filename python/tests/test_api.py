@@ -203,8 +203,14 @@ def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
               len(memplan.check(problem, result)), flush=True)
         """
     )
+    # A runner that starts the tests in the background (non-interactive `cmd &`) leaves
+    # SIGINT ignored, and Python installs no KeyboardInterrupt handler in a child that
+    # inherits that: give the child the default disposition a terminal would.
     child = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert child.stdout.readline().strip() == "ready"
     time.sleep(2.0)
