@@ -354,6 +354,23 @@ fn challenging(name: &str) -> Option<Problem> {
     Some(memplan::io::csv::read_problem(&text, &path).unwrap())
 }
 
+/// The best plan known for J (1,022,976 bytes; `known_results.csv` has 1,035,264), kept
+/// as a fixture (see `data/README.md` for the command that found it): it is a valid plan of
+/// J with that arena, by both checkers.
+#[test]
+fn j_record_plan_is_valid() {
+    let Some(j) = challenging("J") else {
+        return;
+    };
+    let text = include_str!("data/J.1022976.solution.csv");
+    let plan = memplan::io::csv::read_solution(text, "J.1022976.solution.csv", &j).unwrap();
+    let report = memplan::checker::check(&j, &plan);
+    assert!(report.is_valid(), "{:?}", report.violations);
+    assert_eq!(report.arena_bytes, Some(1_022_976));
+    assert!(check_naive(&j, &plan).is_valid());
+    assert_eq!(bound::max_live(&j), Some(989_184));
+}
+
 /// Ablation, one rule at a time, on the minimalloc instances A (154 buffers) and C (203):
 /// one thread, no restarts (so the single thread runs the prover at the lower bound, where
 /// both reach their optimum), at most `LIMIT` nodes. With every rule on, the optimum is
