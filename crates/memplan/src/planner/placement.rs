@@ -241,7 +241,7 @@ impl List {
 /// A live segment, in compressed coordinates.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
-    /// Leaf index of the segment's start: `starts[start_leaf] == start`.
+    /// Leaf index of the segment's start: the number of distinct segment starts below it.
     start_leaf: u32,
     /// Number of distinct segment starts `< end`: leaves `[start_leaf, end_bound)` are the
     /// starts inside the segment.
@@ -415,17 +415,35 @@ impl<'p> Engine<'p> {
         }
         segment_first.push(raw.len() as u32);
 
-        let mut starts: Vec<u64> = raw.iter().map(|s| s.start).collect();
-        starts.sort_unstable();
-        starts.dedup();
-        let leaves = starts.len();
-        let segments: Vec<Segment> = raw
-            .iter()
-            .map(|s| Segment {
-                start_leaf: starts.partition_point(|&t| t < s.start) as u32,
-                end_bound: starts.partition_point(|&t| t < s.end) as u32,
-            })
-            .collect();
+        // Every segment's ends by time, its end before any start at the same time (a stable
+        // sort of the ends followed by the starts); one pass then numbers the distinct
+        // starts and counts, at each end, the distinct starts below it.
+        let mut events: Vec<(u64, u32, bool)> = Vec::with_capacity(2 * raw.len());
+        events.extend((0u32..).zip(&raw).map(|(k, s)| (s.end, k, true)));
+        events.extend((0u32..).zip(&raw).map(|(k, s)| (s.start, k, false)));
+        crate::radix::sort_by_u64_key(&mut events, |e| e.0);
+        let mut segments = vec![
+            Segment {
+                start_leaf: 0,
+                end_bound: 0
+            };
+            raw.len()
+        ];
+        let (mut leaves, mut last_start) = (0u32, None);
+        for &(t, k, is_end) in &events {
+            let segment = &mut segments[k as usize];
+            if is_end {
+                segment.end_bound = leaves;
+            } else {
+                if last_start != Some(t) {
+                    leaves += 1;
+                    last_start = Some(t);
+                }
+                segment.start_leaf = leaves - 1;
+            }
+        }
+        drop(events);
+        let leaves = leaves as usize;
 
         let mut degree = vec![0u32; buffers.len() + 1];
         for &(a, b) in problem.conflicts() {

@@ -326,8 +326,9 @@ pub(crate) struct Values {
 }
 
 impl Values {
-    /// Computes the values of `bases` for every buffer. `overlap` costs `O(n log n)`: the
-    /// number of live buffers is a step function of time; its running integral `P` gives
+    /// Computes the values of `bases` for every buffer. `overlap` costs a radix sort of the
+    /// segments' ends and one sweep: the number of live buffers is a step function of time;
+    /// its running integral `P` gives
     /// `overlap(i) = Σ over i's live segments [s, e) of (P(e) - P(s)) - live length of i`.
     pub(crate) fn new(problem: &Problem, bases: &[Base]) -> Values {
         let buffers = problem.buffers();
@@ -352,40 +353,42 @@ impl Values {
     }
 }
 
-/// `overlap(i)` for every buffer (see [`Values::new`]).
+/// `overlap(i)` for every buffer (see [`Values::new`]): one sweep over the segments'
+/// ends, sorted by time, adds `P(e)` and subtracts `P(s)` for each segment `[s, e)` as
+/// it passes them (`P` is the same at every end of one step: the live count changes only
+/// between steps).
 fn overlaps(problem: &Problem) -> Vec<u128> {
-    let mut events: Vec<(u64, i64)> = Vec::new();
-    for b in problem.buffers() {
+    let buffers = problem.buffers();
+    // (time, buffer, is the segment's end)
+    let mut events: Vec<(u64, u32, bool)> = Vec::with_capacity(2 * buffers.len());
+    // `total[i]` goes below zero on the way (it starts at minus the live length, and a
+    // start subtracts before its end adds), so it is kept modulo 2^128; the final value is
+    // exact: the buffer is live with itself over its segments.
+    let mut total: Vec<u128> = vec![0; buffers.len()];
+    for ((i, b), slot) in (0u32..).zip(buffers).zip(&mut total) {
         b.for_each_live_segment(|s| {
-            events.push((s.start, 1));
-            events.push((s.end, -1));
+            events.push((s.start, i, false));
+            events.push((s.end, i, true));
+            *slot = slot.wrapping_sub(u128::from(s.len()));
         });
     }
-    events.sort_unstable();
-    // points[k] = k-th distinct event time; integral[k] = ∫ live count up to points[k].
-    let mut points: Vec<u64> = Vec::new();
-    let mut integral: Vec<u128> = Vec::new();
-    let (mut live, mut acc) = (0i64, 0u128);
-    for &(t, delta) in &events {
-        if points.last() != Some(&t) {
-            if let Some(&prev) = points.last() {
-                acc += live as u128 * u128::from(t - prev);
-            }
-            points.push(t);
-            integral.push(acc);
+    crate::radix::sort_by_u64_key(&mut events, |e| e.0);
+    let (mut live, mut acc, mut previous) = (0u64, 0u128, None);
+    for &(t, i, is_end) in &events {
+        if let Some(p) = previous.filter(|&p| p != t) {
+            acc += u128::from(live) * u128::from(t - p);
         }
-        live += delta;
+        previous = Some(t);
+        let slot = &mut total[i as usize];
+        if is_end {
+            *slot = slot.wrapping_add(acc);
+            live -= 1;
+        } else {
+            *slot = slot.wrapping_sub(acc);
+            live += 1;
+        }
     }
-    let at = |t: u64| integral[points.partition_point(|&p| p < t)];
-    problem
-        .buffers()
-        .iter()
-        .map(|b| {
-            let mut total = 0u128;
-            b.for_each_live_segment(|s| total += at(s.end) - at(s.start) - u128::from(s.len()));
-            total
-        })
-        .collect()
+    total
 }
 
 #[cfg(test)]
@@ -433,6 +436,61 @@ mod tests {
         .unwrap();
         // a-b share [5,8) = 3; a-c share [9,10) = 1; b-c nothing.
         assert_eq!(overlaps(&problem), vec![4, 3, 1]);
+    }
+
+    /// `overlaps` against the pairwise definition, on problems small enough for the
+    /// comparison sort and large enough for the radix sort, lifetimes with gaps, many
+    /// buffers starting where others end.
+    #[test]
+    fn overlap_matches_the_pairwise_sum() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % below
+        };
+        for n in [1, 7, 60, 300, 700] {
+            let buffers: Vec<Buffer> = (0..n)
+                .map(|i| {
+                    let start = next(40);
+                    let end = start + 1 + next(25);
+                    let mut b = Buffer::new(format!("b{i}"), 1, start, end);
+                    if end - start >= 4 && next(3) == 0 {
+                        let gap_start = start + 1 + next(end - start - 2);
+                        let gap_end = gap_start + 1 + next(end - gap_start - 1);
+                        if gap_end < end {
+                            b.gaps = vec![Lifetime {
+                                start: gap_start,
+                                end: gap_end,
+                            }];
+                        }
+                    }
+                    b
+                })
+                .collect();
+            let problem = Problem::from_buffers(buffers).unwrap();
+            let segments: Vec<Vec<Lifetime>> = problem
+                .buffers()
+                .iter()
+                .map(|b| b.live_segments())
+                .collect();
+            let shared = |a: &[Lifetime], b: &[Lifetime]| -> u128 {
+                a.iter()
+                    .flat_map(|x| b.iter().filter_map(move |y| x.intersection(*y)))
+                    .map(|l| u128::from(l.len()))
+                    .sum()
+            };
+            let expected: Vec<u128> = (0..segments.len())
+                .map(|i| {
+                    (0..segments.len())
+                        .filter(|&j| j != i)
+                        .map(|j| shared(&segments[i], &segments[j]))
+                        .sum()
+                })
+                .collect();
+            assert_eq!(overlaps(&problem), expected, "{n} buffers");
+        }
     }
 
     #[test]
