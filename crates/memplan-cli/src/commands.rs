@@ -31,6 +31,13 @@ const LISTED_BUFFERS: usize = 32;
 /// bound 0.20 s, check 1.38 s, writing the CSV plan and the rest about 0.5 s.
 const POST_SEARCH_RESERVE: u32 = 10;
 
+/// `search`'s reserve for checking and writing its plan, per buffer, when that is more
+/// than [`POST_SEARCH_RESERVE`] gives (the bound by its array of steps is too quick to
+/// predict the check). Measured at 10^7 random buffers (issue #18): the check, with the
+/// solution CSV formatted beside it, and the writing took 2.3 s with 200 live at once and
+/// 3.0 s with 20,000.
+const RESERVE_NS_PER_BUFFER: u64 = 350;
+
 /// Prints the time of a phase of `memplan plan` on stderr when `MEMPLAN_TIMINGS` is set
 /// (for the scale measurements of issue #18).
 fn phase(name: &str, since: Instant) {
@@ -60,8 +67,8 @@ struct Outcome {
 /// read), so the bound computed since (`lower_bound`, handed to the search so that it
 /// does not sweep again) is taken off it, and so is a reserve for what follows
 /// the search, the check of its plan and the writing of the output, estimated as
-/// [`POST_SEARCH_RESERVE`] times `bound_time` (the bound's sweep, like the check's, is
-/// `O(n log n)` over the same buffers), at most 2/5 of the limit.
+/// [`POST_SEARCH_RESERVE`] times `bound_time` or [`RESERVE_NS_PER_BUFFER`] per buffer,
+/// whichever is more, and at most 7/10 of the limit.
 fn run_search(
     args: &SearchArgs,
     problem: &Problem,
@@ -71,10 +78,13 @@ fn run_search(
 ) -> Result<Outcome> {
     let rules = Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?;
     let limit = Duration::from_secs_f64(args.time_limit);
-    // At most 2/5 of the limit: the rest is the search's, its greedy start first.
+    // At most 7/10 of the limit: the rest is the search's, its greedy start first.
+    let per_buffer =
+        Duration::from_nanos(RESERVE_NS_PER_BUFFER.saturating_mul(problem.len() as u64));
     let reserve = bound_time
         .saturating_mul(POST_SEARCH_RESERVE)
-        .min(limit.mul_f64(0.4));
+        .max(per_buffer)
+        .min(limit.mul_f64(0.7));
     let options = Search {
         time_limit: limit.saturating_sub(ready.elapsed() + reserve),
         node_limit: args.node_limit,
@@ -274,7 +284,16 @@ pub fn plan(
             file.display()
         )
     })?;
-    let report = checker::check(&problem, &outcome.plan);
+    // A solution CSV is formatted while the plan is checked (at 10^7 buffers each takes
+    // about a second); it is written only if the plan is valid.
+    let plain_csv =
+        matches!(format, Format::Csv) && !outcome.plan.is_fragmented() && extras.base.is_none();
+    let (report, mut solution_csv) = std::thread::scope(|scope| {
+        let formatting =
+            plain_csv.then(|| scope.spawn(|| csv::write_solution(&problem, &outcome.plan)));
+        let report = checker::check(&problem, &outcome.plan);
+        (report, formatting.and_then(|f| f.join().ok()))
+    });
     phase("check", check_started);
     let write_started = Instant::now();
     if !report.is_valid() {
@@ -420,7 +439,9 @@ pub fn plan(
         Format::Csv if extras.base.is_some() => bail!(
             "a solution CSV holds offsets from the arena's start, which `memplan check` reads back; for addresses use --format json or --format c with --base"
         ),
-        Format::Csv => csv::write_solution(&problem, &outcome.plan),
+        Format::Csv => solution_csv
+            .take()
+            .unwrap_or_else(|| csv::write_solution(&problem, &outcome.plan)),
         Format::C if outcome.plan.is_fragmented() => bail!(
             "a C header gives one offset per tensor and cannot carry the pieces of a fragmented plan; use --format json"
         ),
@@ -530,8 +551,9 @@ pub fn plan(
             .with_context(|| format!("cannot write the SVG to '{}'", path.display()))?;
     }
     // Decision mode (`--capacity`): the exit status says whether a plan fits.
+    let mut code = ExitCode::SUCCESS;
     if let (Some(capacity), Some(search)) = (extras.search.capacity, &outcome.search) {
-        let (verdict, code) = match search.capacity_met {
+        let (verdict, status) = match search.capacity_met {
             Some(true) => ("a plan fits", 0),
             Some(false) => ("no plan fits (proven)", 3),
             None => ("undecided (limit reached)", 4),
@@ -540,9 +562,12 @@ pub fn plan(
             "search: capacity {capacity} bytes: {verdict}; arena {} bytes, bound {} bytes",
             search.arena, search.lower_bound
         );
-        return Ok(ExitCode::from(code));
+        code = ExitCode::from(status);
     }
-    Ok(ExitCode::SUCCESS)
+    // The process ends next and takes its memory back at once: freeing a problem of 10^7
+    // buffers name by name took 0.4 s more (issue #18).
+    std::mem::forget((problem, loaded, outcome, text));
+    Ok(code)
 }
 
 /// The alignment every offset of `problem` honours: the largest of `--alignment` and every

@@ -459,9 +459,6 @@ fn first_common_steps(a: &[Lifetime], b: &[Lifetime]) -> Option<Lifetime> {
 /// valid, and at 10^7 buffers the pieces and segments of the general sweep are 480 MB
 /// that need not be built for them.
 fn pieces_are_disjoint(problem: &Problem, plan: &Plan) -> bool {
-    use std::cmp::Reverse;
-    use std::collections::{BTreeMap, BinaryHeap};
-
     // (segment start, segment end, piece's address range) for every non-empty piece: the
     // range travels with the segment, a lookup by piece in the sweep would be a cache miss
     // per segment (most of the check's time at 10^7 buffers).
@@ -474,11 +471,72 @@ fn pieces_are_disjoint(problem: &Problem, plan: &Plan) -> bool {
         }
     });
     crate::radix::sort_by_u64_key(&mut starts, |&(start, _, _)| start);
+    let threads = if starts.len() >= PARALLEL_SWEEP_FROM {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_SWEEPS))
+    } else {
+        1
+    };
+    shares_are_disjoint(&starts, threads)
+}
+
+/// The sweep of [`pieces_are_disjoint`] over `starts` (sorted by start) on `threads`
+/// threads.
+fn shares_are_disjoint(starts: &[(u64, u64, (u64, u64))], threads: usize) -> bool {
+    if threads <= 1 {
+        return sweep_is_disjoint(starts, 0);
+    }
+    // Each thread sweeps its share of the segments (by start), beginning with the
+    // segments before it that are still live at its first start: each segment is then
+    // tested against every earlier one live at its start, as in one sweep.
+    let share = starts.len().div_ceil(threads);
+    let disjoint = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        for k in 1..threads {
+            let disjoint = &disjoint;
+            scope.spawn(move || {
+                let (from, to) = (k * share, (k + 1) * share);
+                let to = to.min(starts.len());
+                if !sweep_is_disjoint(&starts[..to], from.min(to)) {
+                    disjoint.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+        if !sweep_is_disjoint(&starts[..share], 0) {
+            disjoint.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    disjoint.into_inner()
+}
+
+/// At least this many segments for [`pieces_are_disjoint`] to sweep on several threads.
+const PARALLEL_SWEEP_FROM: usize = 1 << 20;
+
+/// At most this many threads sweep (the sweep is bound by memory traffic).
+const MAX_SWEEPS: usize = 4;
+
+/// The sweep of [`pieces_are_disjoint`] over `starts[from..]` (sorted by start), the
+/// active pieces at `starts[from]` being those of `starts[..from]` that are still live
+/// then.
+fn sweep_is_disjoint(starts: &[(u64, u64, (u64, u64))], from: usize) -> bool {
+    use std::cmp::Reverse;
+    use std::collections::{BTreeMap, BinaryHeap};
 
     // offset -> end of the active pieces; (segment end, offset) of each.
     let mut active: BTreeMap<u64, u64> = BTreeMap::new();
     let mut ends: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    for (start, end, (offset, top)) in starts {
+    if let Some(&(first, _, _)) = starts.get(from) {
+        for &(_, end, (offset, top)) in &starts[..from] {
+            if end > first {
+                // Two pieces live together at one offset overlap (the sweep of their
+                // share finds them too).
+                if active.insert(offset, top).is_some() {
+                    return false;
+                }
+                ends.push(Reverse((end, offset)));
+            }
+        }
+    }
+    for &(start, end, (offset, top)) in &starts[from..] {
         while let Some(&Reverse((until, offset))) = ends.peek() {
             if until > start {
                 break;
@@ -803,6 +861,40 @@ mod tests {
     fn only(report: &Report) -> &Violation {
         assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
         &report.violations[0]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn shared_sweeps_agree_with_one(
+            pieces in proptest::collection::vec((0u64..30, 1u64..8, 0u64..40, 1u64..6), 0..30),
+            threads in 2usize..5,
+        ) {
+            let mut starts: Vec<(u64, u64, (u64, u64))> = pieces
+                .into_iter()
+                .map(|(start, len, offset, size)| (start, start + len, (offset, offset + size)))
+                .collect();
+            starts.sort_by_key(|&(start, _, _)| start);
+            proptest::prop_assert_eq!(
+                shares_are_disjoint(&starts, threads),
+                sweep_is_disjoint(&starts, 0)
+            );
+        }
+    }
+
+    #[test]
+    fn an_overlap_across_the_shares_is_found() {
+        // Piece 0 is live in every share; the last piece, in the last share, meets it.
+        let mut starts = vec![(0, 100, (0, 10))];
+        starts.extend((1..40).map(|t| (t, t + 1, (10 + t, 11 + t))));
+        starts.push((50, 51, (5, 6)));
+        assert!(!sweep_is_disjoint(&starts, 0));
+        for threads in 2..5 {
+            assert!(!shares_are_disjoint(&starts, threads));
+        }
+        starts.pop();
+        for threads in 1..5 {
+            assert!(shares_are_disjoint(&starts, threads));
+        }
     }
 
     #[test]

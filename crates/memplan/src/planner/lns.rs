@@ -162,7 +162,7 @@ fn improve_sized(problem: &Problem, plan: &Plan, limits: &Limits, seed: u64) -> 
     {
         rounds += 1;
         let before = lns.arena;
-        match lns.round() {
+        match lns.round(limits.deadline) {
             Round::Kept => accepted += 1,
             Round::Rejected => {}
             Round::Stuck => break,
@@ -331,7 +331,7 @@ impl<'p> Lns<'p> {
 
     /// One round: choose a rectangle around a peak buffer, re-place its buffers in several
     /// orders, keep the best result when it is not worse.
-    fn round(&mut self) -> Round {
+    fn round(&mut self, deadline: Instant) -> Round {
         let buffers = self.problem.buffers();
         let peaks: Vec<u32> = (0..buffers.len() as u32)
             .filter(|&i| {
@@ -343,7 +343,11 @@ impl<'p> Lns<'p> {
         }
         let peak = peaks[self.rng.below(peaks.len() as u64) as usize] as usize;
         self.choose(peak);
-        self.gather();
+        // A round past the deadline ends unfinished and changes nothing: on 10^6 buffers
+        // with 20,000 live at once one round gathered for seconds (issue #18).
+        if !self.gather(deadline) {
+            return self.end_round(Round::Rejected);
+        }
 
         let kept = self.kept_peak();
         let old: Vec<u64> = self
@@ -354,6 +358,9 @@ impl<'p> Lns<'p> {
         let current = self.score_of(kept, &old);
         let mut best: Option<(Score, Vec<u64>)> = None;
         for order in self.orders() {
+            if Instant::now() >= deadline {
+                return self.end_round(Round::Rejected);
+            }
             let Some(placed) = self.place(&order.0, order.1) else {
                 continue;
             };
@@ -374,6 +381,11 @@ impl<'p> Lns<'p> {
             }
             _ => Round::Rejected,
         };
+        self.end_round(outcome)
+    }
+
+    /// Returns the removed buffers to the kept ones' bookkeeping; passes `outcome` on.
+    fn end_round(&mut self, outcome: Round) -> Round {
         for &i in &self.removed {
             self.slot[i as usize] = u32::MAX;
         }
@@ -457,8 +469,8 @@ impl<'p> Lns<'p> {
     }
 
     /// For each removed buffer: the union of the kept buffers' ranges it must avoid, and
-    /// its removed neighbours.
-    fn gather(&mut self) {
+    /// its removed neighbours. False (unfinished) when the deadline passes.
+    fn gather(&mut self, deadline: Instant) -> bool {
         let buffers = self.problem.buffers();
         let (from, to) = self.window;
         // The kept buffers live in the window, by offset: the ranges of a removed buffer
@@ -481,6 +493,9 @@ impl<'p> Lns<'p> {
         self.neighbour_first.clear();
         self.neighbours.clear();
         for k in 0..self.removed.len() {
+            if Instant::now() >= deadline {
+                return false;
+            }
             let x = self.removed[k] as usize;
             let bx = &buffers[x];
             let (start, end) = self.life[x];
@@ -545,6 +560,7 @@ impl<'p> Lns<'p> {
         }
         self.kept_first.push(self.kept_ranges.len());
         self.neighbour_first.push(self.neighbours.len());
+        true
     }
 
     /// The orders (positions in `removed`) and fits tried this round.
@@ -663,5 +679,43 @@ fn bump(peak: &mut (u64, usize), top: u64) {
         *peak = (top, 1);
     } else if top == peak.0 {
         peak.1 += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::Buffer;
+
+    #[test]
+    fn a_round_past_the_deadline_changes_nothing() {
+        let buffers: Vec<Buffer> = (0..40u64)
+            .map(|i| Buffer::new(format!("b{i}"), 1 + i % 7, i / 2, i / 2 + 3))
+            .collect();
+        let problem = Problem::from_buffers(buffers).unwrap();
+        // Stacked: every buffer above the previous one, far from the bound.
+        let mut top = 0;
+        let offsets: Vec<u64> = problem
+            .buffers()
+            .iter()
+            .map(|b| {
+                top += b.size;
+                top - b.size
+            })
+            .collect();
+        let plan = Plan::new(&problem, offsets.clone()).unwrap();
+        let mut lns = Lns::new(&problem, &plan, 7);
+        let passed = Instant::now();
+        assert!(matches!(lns.round(passed), Round::Rejected));
+        assert_eq!(lns.offsets, offsets);
+        assert!(lns.slot.iter().all(|&s| s == u32::MAX));
+        // With time, rounds lower the arena of this plan.
+        let later = Instant::now() + std::time::Duration::from_secs(60);
+        let arena = lns.arena;
+        for _ in 0..50 {
+            lns.round(later);
+        }
+        assert!(lns.arena < arena);
+        assert!(lns.slot.iter().all(|&s| s == u32::MAX));
     }
 }
