@@ -90,7 +90,9 @@
 //! (with `dive`, by a new run from the root; without, in the same run: branch and bound),
 //! and a *prover* with cap = the lower bound (the max-live bound, rounded up to `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
 //! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
-//! with one they alternate under the node budgets.
+//! with one they alternate under the node budgets, and, with `probe`, once the improver
+//! probes, a round is the improver's alone while it has searched fewer nodes than the
+//! prover (the prover keeping its own order of preorders and budgets).
 //!
 //! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: they
 //! start from the greedy candidates that fit in 7/8 of the time limit
@@ -1625,6 +1627,15 @@ const RUNS_PER_BUDGET: usize = 3;
 /// `probe`: runs per random cap (budgets 4 n to 256 n, three runs each).
 const PROBE_RUNS: u64 = 21;
 
+/// `probe` on one thread: runs per random cap (budgets 4 n to 16 n, two runs each). With
+/// the time shared evenly, 21 runs up to 256 n spent seconds on a cap that no preorder
+/// decides quickly (J, seed 4: 6 s at 1,037,312); measured on J, seeds 0-9, 10 s:
+/// at or below 1,035,264 in 8 of 10 runs with 6 runs per cap, 3 of 10 with 21.
+const PROBE_RUNS_ONE_THREAD: u64 = 6;
+
+/// `probe` on one thread: runs per budget within an episode.
+const PROBE_RUNS_PER_BUDGET_ONE_THREAD: u64 = 2;
+
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
 fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, role: Role) {
@@ -1646,14 +1657,42 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     let mut dive = false;
     // `probe`: the improver's random caps so far (the draws' counter).
     let mut probes = 0u64;
+    // `probe` on one thread: nodes searched by each step, and the prover's runs.
+    let (mut prover_nodes, mut improver_nodes, mut prover_runs) = (0u64, 0u64, 0usize);
+    let (episode_runs, runs_per_budget) = if role == Role::Both {
+        (PROBE_RUNS_ONE_THREAD, PROBE_RUNS_PER_BUDGET_ONE_THREAD)
+    } else {
+        (PROBE_RUNS, RUNS_PER_BUDGET as u64)
+    };
     loop {
+        // `probe` on one thread: once the improver probes, a round whose prover would
+        // have searched more nodes than the improver is the improver's alone, so that
+        // they share the time evenly (the prover's doubling budgets took 75-85 % of it on
+        // J and D, the improver's probes being small).
+        let improve_only = rules.probe
+            && role == Role::Both
+            && shared.capacity.is_none()
+            && probes > 0
+            && !dive
+            && improver_nodes < prover_nodes;
+        // The prover's runs are counted apart, so that skipped rounds do not change the
+        // order in which it tries the preorders, nor when its budget doubles.
+        let prover_round = if role == Role::Both && rules.probe {
+            prover_runs
+        } else {
+            round
+        };
         // With `reorder`, the prover gives each preorder two runs in a row: reordered at
         // the splits, then static (I and E are solved by the first kind, G by the second).
         // The improver keeps the static preorders (D and J lose with `reorder` there).
         let (preorder, reorder) = match (rules.reorder, rules.restarts, role) {
-            (true, true, Role::Prove | Role::Both) => {
+            (true, true, Role::Both) if improve_only => {
                 ((first + round / 2) % preorders.len(), round % 2 == 0)
             }
+            (true, true, Role::Prove | Role::Both) => (
+                (first + prover_round / 2) % preorders.len(),
+                prover_round % 2 == 0,
+            ),
             (true, true, Role::Improve) => ((first + round) % preorders.len(), false),
             _ => ((first + round) % preorders.len(), rules.reorder),
         };
@@ -1665,9 +1704,11 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             Role::Both if dive => &[Role::Improve],
             // Decision mode: both steps would search at the capacity.
             Role::Both if shared.capacity.is_some() => &[Role::Prove],
+            Role::Both if improve_only => &[Role::Improve],
             Role::Both => &[Role::Prove, Role::Improve],
             _ => std::slice::from_ref(&role),
         };
+        let mut proved = false;
         for &step in steps {
             if shared.done.load(Ordering::Relaxed) {
                 return;
@@ -1700,7 +1741,7 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             } else if probing {
                 // `probe`: a random cap in the top third of the gap, one per episode.
                 let steps = improve_cap.saturating_sub(lower) / 3 / g;
-                let episode = probes / PROBE_RUNS;
+                let episode = probes / episode_runs;
                 let draw = mix(options.seed ^ (episode << 32) ^ role as u64);
                 improve_cap - (draw % (steps + 1)) * g
             } else {
@@ -1727,14 +1768,22 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
                 lower
             };
             // `probe`: each episode searches its cap like a decision from scratch, budgets
-            // 4 n, 8 n, ... doubling every 3 runs, whatever the restarts' budget has grown to.
+            // 4 n, 8 n, ... doubling every 3 runs (every 2 on one thread), whatever the
+            // restarts' budget has grown to.
             let run_budget = if probing {
-                ((model.n as u64).max(64) * 4) << ((probes % PROBE_RUNS) / RUNS_PER_BUDGET as u64)
+                ((model.n as u64).max(64) * 4) << ((probes % episode_runs) / runs_per_budget)
             } else {
                 budget
             };
             probes += u64::from(probing);
             let flow = worker.run(cap, target, run_budget);
+            if step == Role::Prove {
+                prover_nodes += worker.nodes;
+                prover_runs += 1;
+                proved = true;
+            } else {
+                improver_nodes += worker.nodes;
+            }
             #[cfg(feature = "trace-search")]
             eprintln!(
                 "{:.3}s {step:?} preorder {preorder} reorder {reorder} cap {cap} budget {budget}: \
@@ -1763,7 +1812,13 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
         dive = rules.dive && role != Role::Prove && worker.found;
         if !dive {
             round += 1;
-            if rules.restarts && round % RUNS_PER_BUDGET == 0 {
+            let doubles = if role == Role::Both && rules.probe {
+                // One thread with `probe`: after every third run of the prover's.
+                proved && prover_runs % RUNS_PER_BUDGET == 0
+            } else {
+                round % RUNS_PER_BUDGET == 0
+            };
+            if rules.restarts && doubles {
                 budget = budget.saturating_mul(2);
             }
         }
