@@ -354,38 +354,33 @@ fn challenging(name: &str) -> Option<Problem> {
     Some(memplan::io::csv::read_problem(&text, &path).unwrap())
 }
 
-/// The best plan known for J (1,022,976 bytes; `known_results.csv` has 1,035,264), kept
-/// as a fixture (see `data/README.md` for the command that found it): it is a valid plan of
-/// J with that arena, by both checkers.
-#[test]
-fn j_record_plan_is_valid() {
-    let Some(j) = challenging("J") else {
+/// Checks a record plan kept as a fixture (see `data/README.md` for the commands that
+/// found them) against its challenging instance: valid by both checkers, with the arena
+/// claimed, and the instance's max-live as expected.
+fn check_record(instance: &str, file: &str, text: &str, arena: u64, max_live: u64) {
+    let Some(problem) = challenging(instance) else {
         return;
     };
-    let text = include_str!("data/J.1022976.solution.csv");
-    let plan = memplan::io::csv::read_solution(text, "J.1022976.solution.csv", &j).unwrap();
-    let report = memplan::checker::check(&j, &plan);
-    assert!(report.is_valid(), "{:?}", report.violations);
-    assert_eq!(report.arena_bytes, Some(1_022_976));
-    assert!(check_naive(&j, &plan).is_valid());
-    assert_eq!(bound::max_live(&j), Some(989_184));
+    let plan = memplan::io::csv::read_solution(text, file, &problem).unwrap();
+    let report = memplan::checker::check(&problem, &plan);
+    assert!(report.is_valid(), "{file}: {:?}", report.violations);
+    assert_eq!(report.arena_bytes, Some(arena));
+    assert!(check_naive(&problem, &plan).is_valid());
+    assert_eq!(bound::max_live(&problem), Some(max_live));
 }
 
-/// The best plan known for D (1,015,808 bytes; `known_results.csv` has 1,024,000), kept as
-/// a fixture (see `data/README.md` for the command that found it): it is a valid plan of D
-/// with that arena, by both checkers.
+/// The best plan known for J: 1,022,976 bytes (`known_results.csv` has 1,035,264).
+#[test]
+fn j_record_plan_is_valid() {
+    let text = include_str!("data/J.1022976.solution.csv");
+    check_record("J", "J.1022976.solution.csv", text, 1_022_976, 989_184);
+}
+
+/// The best plan known for D: 1,015,808 bytes (`known_results.csv` has 1,024,000).
 #[test]
 fn d_record_plan_is_valid() {
-    let Some(d) = challenging("D") else {
-        return;
-    };
     let text = include_str!("data/D.1015808.solution.csv");
-    let plan = memplan::io::csv::read_solution(text, "D.1015808.solution.csv", &d).unwrap();
-    let report = memplan::checker::check(&d, &plan);
-    assert!(report.is_valid(), "{:?}", report.violations);
-    assert_eq!(report.arena_bytes, Some(1_015_808));
-    assert!(check_naive(&d, &plan).is_valid());
-    assert_eq!(bound::max_live(&d), Some(986_112));
+    check_record("D", "D.1015808.solution.csv", text, 1_015_808, 986_112);
 }
 
 /// Ablation, one rule at a time, on the minimalloc instances A (154 buffers) and C (203):
