@@ -451,13 +451,14 @@ fn write_csv(problem: &Problem, offsets: Option<&[u64]>) -> String {
             }
         }
         if with_offset {
-            out.push(',');
             let offset = match offsets {
                 Some(offsets) => offsets.get(i).copied(),
                 None => buffer.fixed_offset,
             };
-            if let Some(offset) = offset {
-                out.push_str(itoa::Buffer::new().format(offset));
+            match offset {
+                Some(offset) => push_number(&mut out, offset),
+                // An empty cell.
+                None => out.push(','),
             }
         }
         out.push('\n');
