@@ -20,6 +20,7 @@
 //! | `strip` | `order=descending\|ascending` | none (default: both, in the portfolio) |
 //! | `strip` | `placement=bottom\|stacked` | none (default: both, in the portfolio) |
 //! | `strip` | `max-iters=N` | `--max-iters` |
+//! | `strip` | `max-reads=N` | none (default: [`Strip::DEFAULT_MAX_READS`]) |
 //! | `npu` | `group1=pooled\|reusable\|dedicated` | `--group1` |
 //! | `npu` | `layout=offsets\|end-to-end` | `--npu-layout` |
 //! | `npu` | `slack=PERCENT\|any` | `--slack` |
@@ -59,12 +60,13 @@ pub struct PlannerSpec {
     match_rule: Option<MatchArg>,
     /// `npu`'s `platform=`.
     platform: Option<PathBuf>,
-    /// `strip`'s `metric=`, `order=`, `placement=` and `max-iters=` (unset: `None` and
-    /// [`Strip::DEFAULT_MAX_ITERS`]-less, see [`PlannerSpec::strip`]).
+    /// `strip`'s `metric=`, `order=`, `placement=`, `max-iters=` and `max-reads=` (unset:
+    /// `None`, and the defaults in [`PlannerSpec::strip`]).
     strip_metric: Option<Metric>,
     strip_direction: Option<Direction>,
     strip_placement: Option<Placement>,
     strip_max_iters: Option<u32>,
+    strip_max_reads: Option<u64>,
     /// `npu`'s `group1=`.
     group1: Option<AcceleratorBuffers>,
     /// `npu`'s `layout=`.
@@ -80,7 +82,7 @@ fn options_of(name: &str) -> &'static str {
     } else if name == planner::Npu::default().name() {
         "match=size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any"
     } else if name == Strip::DEFAULT.name() {
-        "metric=M, order=descending|ascending, placement=bottom|stacked and max-iters=N"
+        "metric=M, order=descending|ascending, placement=bottom|stacked, max-iters=N and max-reads=N"
     } else {
         "none"
     }
@@ -111,6 +113,7 @@ impl PlannerSpec {
             strip_direction: None,
             strip_placement: None,
             strip_max_iters: None,
+            strip_max_reads: None,
             group1: None,
             layout: None,
             slack: None,
@@ -216,6 +219,12 @@ impl PlannerSpec {
                         anyhow::anyhow!("planner spec '{text}': option 'max-iters' of planner 'strip': '{value}' is not a whole number from 0 to {}", u32::MAX)
                     })?);
                 }
+                "max-reads" if is_strip => {
+                    let value = needs_value(value)?;
+                    spec.strip_max_reads = Some(value.parse::<u64>().map_err(|_| {
+                        anyhow::anyhow!("planner spec '{text}': option 'max-reads' of planner 'strip': '{value}' is not a whole number from 0 to {}", u64::MAX)
+                    })?);
+                }
                 "group1" if is_npu => {
                     let value = needs_value(value)?;
                     spec.group1 = Some(parse_group1(&value).map_err(|e| {
@@ -304,6 +313,7 @@ impl PlannerSpec {
                 .strip_max_iters
                 .or(max_iters)
                 .unwrap_or(Strip::DEFAULT_MAX_ITERS),
+            max_reads: self.strip_max_reads.unwrap_or(Strip::DEFAULT_MAX_READS),
         }))
     }
 
@@ -408,6 +418,8 @@ mod tests {
         assert!(e.contains("'metric'") && e.contains("'area'"), "{e}");
         let e = error("strip:max-iters=-1");
         assert!(e.contains("'max-iters'"), "{e}");
+        let e = error("strip:max-reads=1e9");
+        assert!(e.contains("'max-reads'") && e.contains("'1e9'"), "{e}");
         let e = error("strip:colour=red");
         assert!(e.contains("placement=bottom|stacked"), "{e}");
     }
@@ -426,6 +438,12 @@ mod tests {
         assert!(spec.strip(Some("length"), None).is_err());
         assert!(spec.strip(None, Some(2)).is_err());
         assert_eq!(spec.strip(None, None).unwrap().unwrap().max_iters, 3);
+        let spec = PlannerSpec::parse("strip:max-reads=1000").unwrap();
+        let strip = spec.strip(None, None).unwrap().unwrap();
+        assert_eq!(
+            (strip.max_reads, strip.max_iters),
+            (1000, Strip::DEFAULT_MAX_ITERS)
+        );
         let naive = PlannerSpec::parse("naive").unwrap();
         assert!(naive.strip(Some("size"), None).is_err());
         assert_eq!(naive.strip(None, None).unwrap(), None);

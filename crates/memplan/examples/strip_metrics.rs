@@ -56,6 +56,7 @@ fn main() {
             direction: Some(Direction::Descending),
             placement: Some(Placement::Bottom),
             max_iters,
+            max_reads: Strip::DEFAULT_MAX_READS,
         };
         let (mut log_sum, mut worst, mut optimal, mut iterations) = (0f64, 0f64, 0, 0u64);
         let started = Instant::now();

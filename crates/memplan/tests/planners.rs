@@ -749,6 +749,7 @@ fn checked_strip(strip: Strip, problem: &Problem) -> memplan::planner::StripOutc
         Stop::Bound => assert!(arena <= outcome.threshold),
         Stop::Limit => assert_eq!(outcome.iterations, strip.max_iters),
         Stop::Repeat => assert!(outcome.iterations >= 1),
+        Stop::Budget => assert!(outcome.iterations < strip.max_iters),
     }
     outcome
 }
@@ -789,6 +790,73 @@ fn strip_stops_at_the_iteration_limit() {
     };
     let outcome = checked_strip(strip, &problem);
     assert_eq!((outcome.stop, outcome.iterations), (Stop::Limit, 0));
+}
+
+#[test]
+fn strip_stops_on_its_read_budget() {
+    let problem = Problem::from_buffers(vec![
+        with_alignment(Buffer::new("a", 1, 0, 2), 4),
+        with_alignment(Buffer::new("b", 1, 0, 2), 4),
+    ])
+    .unwrap();
+    let strip = Strip {
+        max_reads: 0,
+        ..Strip::DEFAULT
+    };
+    let outcome = checked_strip(strip, &problem);
+    assert_eq!((outcome.stop, outcome.iterations), (Stop::Budget, 0));
+}
+
+/// A read budget only decides how many adjustments are made: a run that the budget stops
+/// after `k` of them is the run limited to `k` adjustments. Budgets doubling from 1 cover
+/// every count of adjustments, up to the run that the budget does not stop.
+#[test]
+fn strip_read_budget_only_cuts_the_adjustments() {
+    // 300 buffers with pseudo-random lifetimes and sizes: the first placement is above the
+    // bound, and peak suppression makes several adjustments.
+    let mut x = 12345u64;
+    let mut next = move |m: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % m
+    };
+    let buffers: Vec<Buffer> = (0..300)
+        .map(|i| {
+            let start = next(200);
+            Buffer::new(format!("b{i}"), 1 + next(1000), start, start + 1 + next(40))
+        })
+        .collect();
+    let problem = Problem::from_buffers(buffers).unwrap();
+    let unlimited = checked_strip(Strip::DEFAULT, &problem);
+    assert_ne!(unlimited.stop, Stop::Budget);
+    assert!(unlimited.iterations >= 2, "too easy: {unlimited:?}");
+    let mut counts = Vec::new();
+    let mut max_reads = 1u64;
+    loop {
+        let strip = Strip {
+            max_reads,
+            ..Strip::DEFAULT
+        };
+        let outcome = checked_strip(strip, &problem);
+        if outcome.stop != Stop::Budget {
+            assert_eq!(outcome, unlimited);
+            break;
+        }
+        let limited = Strip {
+            max_iters: outcome.iterations,
+            ..Strip::DEFAULT
+        };
+        let same = checked_strip(limited, &problem);
+        assert_eq!(same.plan, outcome.plan);
+        assert_eq!(same.iterations, outcome.iterations);
+        counts.push(outcome.iterations);
+        max_reads *= 2;
+    }
+    assert!(
+        counts.contains(&0) && counts.iter().any(|&k| k > 0),
+        "{counts:?}"
+    );
 }
 
 /// On the minimalloc challenging files peak suppression improves on the first placement at

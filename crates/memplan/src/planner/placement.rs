@@ -276,6 +276,8 @@ pub(crate) struct Engine<'p> {
     journal: Option<Journal>,
     /// For [`Fit::Stacked`]: which buffer was placed last over each time leaf.
     recency: Option<Recency>,
+    /// Address ranges read by the placements so far ([`Engine::reads`]).
+    reads: u64,
 }
 
 /// The most recently placed buffer over every range of time leaves: a segment tree over
@@ -492,6 +494,7 @@ impl<'p> Engine<'p> {
             next: Vec::new(),
             journal: None,
             recency: None,
+            reads: 0,
         }
     }
 
@@ -631,7 +634,9 @@ impl<'p> Engine<'p> {
             next.push(first as u32);
         }
         let mut found = None;
+        let mut reads = 0u64;
         while let Some(mut top) = heap.peek_mut() {
+            reads += 1;
             let i = top.0 .1 as usize;
             let k = next[i] as usize;
             let list = lists[i];
@@ -650,6 +655,7 @@ impl<'p> Engine<'p> {
         }
         self.heap = heap;
         self.next = next;
+        self.reads = self.reads.saturating_add(reads);
         match found {
             Some(offset) => Ok(offset),
             None => gaps.finish(),
@@ -809,6 +815,13 @@ impl<'p> Engine<'p> {
             }
         }
         std::hint::black_box(sum);
+    }
+
+    /// The address ranges (of the node lists and the placed conflict partners) that the
+    /// placements so far have read, each range the gap scan took from the gathered runs:
+    /// a measure of their cost that does not depend on the machine.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads
     }
 
     /// Finds `buffer`'s offset with `fit` and places it there.
@@ -1011,6 +1024,16 @@ pub(crate) fn plan_in_order(
     order: impl IntoIterator<Item = u32>,
     fit: Fit,
 ) -> Result<Plan, PlanError> {
+    plan_in_order_reading(problem, order, fit).map(|(plan, _)| plan)
+}
+
+/// [`plan_in_order`], with the address ranges its placements read ([`Engine::reads`]): a
+/// deterministic measure of the run's cost, for budgets that must not depend on the clock.
+pub(crate) fn plan_in_order_reading(
+    problem: &Problem,
+    order: impl IntoIterator<Item = u32>,
+    fit: Fit,
+) -> Result<(Plan, u64), PlanError> {
     let mut engine = match fit {
         Fit::Stacked => Engine::stacking(problem),
         _ => Engine::new(problem),
@@ -1050,7 +1073,8 @@ pub(crate) fn plan_in_order(
             engine.placed[id] = true;
         }
     }
-    engine.into_plan()
+    let reads = engine.reads;
+    Ok((engine.into_plan()?, reads))
 }
 
 /// How many buffers [`plan_in_order`] places between two looks at the clock.

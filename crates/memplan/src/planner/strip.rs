@@ -22,7 +22,9 @@
 //!    are placed first.
 //! 3. While the arena exceeds the threshold `T` (the max-live bound), adjust the order and
 //!    place again, until a *goal* is met ([`Stop`]): the arena is `<= T`; the adjusted
-//!    order is one already placed; or `max_iters` adjustments were made.
+//!    order is one already placed; `max_iters` adjustments were made; or the next
+//!    adjustment, if it read as many address ranges as the last step, would take the
+//!    ranges the variant's placements read past `max_reads`.
 //! 4. An adjustment is *peak suppression*. From the last placement, classify every
 //!    buffer (time overlap = some live segment of each shares a step):
 //!    - **high**: tops above `T`, and every buffer overlapping one of those in time;
@@ -49,7 +51,8 @@
 //! `max(1, PORTFOLIO_BUDGET / n)` variants ([`Strip::PORTFOLIO_BUDGET`]), the first ones,
 //! so at scale the cost stays that of one run; likewise a problem of `n` buffers gets at
 //! most `(ADJUST_BUDGET / n - 1) / 6` adjustments ([`Strip::ADJUST_BUDGET`]), so that from
-//! 571,429 buffers on a run is one placement.
+//! 571,429 buffers on a run is one placement, and `max_reads` bounds what the adjustments
+//! cost when many buffers are live at once ([`Strip::DEFAULT_MAX_READS`]).
 //!
 //! Zero-size buffers would count in the orders (time overlap) and the clusters without
 //! occupying a byte: the problem is planned without them and each is put at its fixed
@@ -68,7 +71,7 @@ use std::hash::{Hash, Hasher};
 use metric::Values;
 pub use metric::{Base, Combine, Direction, Metric, UnknownMetric};
 
-use super::placement::{plan_in_order, Engine, Fit};
+use super::placement::{plan_in_order_reading, Engine, Fit};
 use super::zero_size::{zero_size_floor, Split};
 use super::{PlanError, Planner};
 use crate::bound::max_live;
@@ -84,6 +87,8 @@ pub enum Stop {
     Repeat,
     /// `max_iters` adjustments were made.
     Limit,
+    /// The next adjustment would have taken the address ranges read past `max_reads`.
+    Budget,
 }
 
 impl Stop {
@@ -93,6 +98,7 @@ impl Stop {
             Stop::Bound => "bound",
             Stop::Repeat => "repeat",
             Stop::Limit => "limit",
+            Stop::Budget => "budget",
         }
     }
 
@@ -102,6 +108,7 @@ impl Stop {
             Stop::Bound => "arena <= threshold (optimal)",
             Stop::Repeat => "an order repeated",
             Stop::Limit => "max-iters adjustments made",
+            Stop::Budget => "max-reads address ranges read",
         }
     }
 }
@@ -219,6 +226,10 @@ pub struct Strip {
     pub placement: Option<Placement>,
     /// The most adjustments made after the first placement (per variant).
     pub max_iters: u32,
+    /// A variant makes no further adjustment once its placements have read `max_reads`
+    /// address ranges or would, at the cost of its last step, read more with it
+    /// ([`Strip::DEFAULT_MAX_READS`]).
+    pub max_reads: u64,
 }
 
 impl Strip {
@@ -247,12 +258,22 @@ impl Strip {
     /// 571,429 buffers on there is only the first placement (issue #18: the tuning took
     /// 129 s of 130 on 10^6 buffers).
     pub const ADJUST_BUDGET: usize = 4_000_000;
+    /// The default `max_reads`. A placement costs about the address ranges it reads (a
+    /// count that does not depend on the machine, see `placement.rs`), which grows with
+    /// the buffers live at once; [`Strip::ADJUST_BUDGET`] counts buffers only. On 10^5
+    /// random buffers with about 20,000 live at once the first placement reads 3.5·10^8
+    /// ranges (8-14 s here) and one adjustment 1.3·10^9: the six adjustments took the run
+    /// to 141-214 s (none improved the plan). A variant of a benchmark file reads at most
+    /// 1.1·10^7 (pangu_2.6B), every adjustment included, so none of them is cut
+    /// (doc/strip.md).
+    pub const DEFAULT_MAX_READS: u64 = 500_000_000;
     /// The planner with the default options: the whole portfolio.
     pub const DEFAULT: Strip = Strip {
         metric: None,
         direction: None,
         placement: None,
         max_iters: Strip::DEFAULT_MAX_ITERS,
+        max_reads: Strip::DEFAULT_MAX_READS,
     };
 
     /// One variant, without a portfolio.
@@ -262,6 +283,7 @@ impl Strip {
             direction: Some(variant.direction),
             placement: Some(variant.placement),
             max_iters,
+            max_reads: Strip::DEFAULT_MAX_READS,
         }
     }
 
@@ -362,12 +384,14 @@ impl Strip {
         let mut order = variant
             .metric
             .order_subset(problem, values, free, variant.direction);
-        let mut plan = plan_in_order(problem, order.iter().copied(), fit)?;
+        let (mut plan, reads) = plan_in_order_reading(problem, order.iter().copied(), fit)?;
         let first_arena = arena(&plan);
         let mut seen = vec![(fingerprint(&order), order.clone())];
         let (mut best, mut best_iteration) = (plan.clone(), 0);
         let mut iterations = 0;
         let max_iters = self.max_iters.min(Strip::adjustments_for(problem.len()));
+        // Address ranges read so far, and by the last step.
+        let (mut spent, mut last) = (reads, reads);
         let stop = loop {
             if arena(&plan) <= threshold {
                 break Stop::Bound;
@@ -375,7 +399,12 @@ impl Strip {
             if iterations >= max_iters {
                 break Stop::Limit;
             }
-            let (next_order, next_plan) = suppress(problem, values, &order, &plan, threshold, fit)?;
+            if spent.saturating_add(last) > self.max_reads {
+                break Stop::Budget;
+            }
+            let (next_order, next_plan, reads) =
+                suppress(problem, values, &order, &plan, threshold, fit)?;
+            (spent, last) = (spent.saturating_add(reads), reads);
             iterations += 1;
             let print = fingerprint(&next_order);
             if seen.iter().any(|(p, o)| *p == print && *o == next_order) {
@@ -533,7 +562,8 @@ pub(crate) fn clusters(problem: &Problem, ids: &[u32]) -> Vec<Vec<u32>> {
     out
 }
 
-/// One peak suppression: the new order and its plan (see the module documentation).
+/// One peak suppression: the new order, its plan and the address ranges its placements
+/// read, trials included (see the module documentation).
 fn suppress(
     problem: &Problem,
     values: &Values,
@@ -541,7 +571,7 @@ fn suppress(
     plan: &Plan,
     threshold: u64,
     fit: Fit,
-) -> Result<(Vec<u32>, Plan), PlanError> {
+) -> Result<(Vec<u32>, Plan, u64), PlanError> {
     let risk = classify(problem, plan, threshold);
     let group = |r: Risk| -> Vec<u32> {
         order
@@ -571,7 +601,8 @@ fn suppress(
             next.push(i);
         }
     }
-    Ok((next, engine.into_plan()?))
+    let reads = engine.reads();
+    Ok((next, engine.into_plan()?, reads))
 }
 
 /// The order of `cluster` (given in its previous relative order) that puts its top
