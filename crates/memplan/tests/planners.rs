@@ -762,49 +762,51 @@ fn strip_stops_at_the_bound_without_adjusting() {
     assert_eq!(outcome.plan.arena_bytes, Some(12));
 }
 
-#[test]
-fn strip_stops_on_a_repeated_order() {
-    // Alignment 4 makes the bound (2) out of reach: every order gives 5, so the first
-    // adjustment re-creates the first order.
-    let problem = Problem::from_buffers(vec![
+/// Two buffers of 1 byte aligned to 4, live together: the bound (2) is out of reach, and
+/// every order gives 5.
+fn bound_out_of_reach() -> Problem {
+    Problem::from_buffers(vec![
         with_alignment(Buffer::new("a", 1, 0, 2), 4),
         with_alignment(Buffer::new("b", 1, 0, 2), 4),
     ])
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn strip_stops_on_a_repeated_order() {
+    // Every order gives 5, so the first adjustment re-creates the first order.
+    let problem = bound_out_of_reach();
     let outcome = checked_strip(Strip::DEFAULT, &problem);
     assert_eq!(outcome.stop, Stop::Repeat);
     assert_eq!(outcome.iterations, 1);
     assert_eq!(outcome.plan.arena_bytes, Some(5));
 }
 
+/// With the bound out of reach, `max_iters = 0` and `max_reads = 0` each stop the run
+/// before its first adjustment, with their own goal.
 #[test]
-fn strip_stops_at_the_iteration_limit() {
-    let problem = Problem::from_buffers(vec![
-        with_alignment(Buffer::new("a", 1, 0, 2), 4),
-        with_alignment(Buffer::new("b", 1, 0, 2), 4),
-    ])
-    .unwrap();
-    let strip = Strip {
-        max_iters: 0,
-        ..Strip::DEFAULT
-    };
-    let outcome = checked_strip(strip, &problem);
-    assert_eq!((outcome.stop, outcome.iterations), (Stop::Limit, 0));
-}
-
-#[test]
-fn strip_stops_on_its_read_budget() {
-    let problem = Problem::from_buffers(vec![
-        with_alignment(Buffer::new("a", 1, 0, 2), 4),
-        with_alignment(Buffer::new("b", 1, 0, 2), 4),
-    ])
-    .unwrap();
-    let strip = Strip {
-        max_reads: 0,
-        ..Strip::DEFAULT
-    };
-    let outcome = checked_strip(strip, &problem);
-    assert_eq!((outcome.stop, outcome.iterations), (Stop::Budget, 0));
+fn strip_stops_at_the_iteration_limit_and_the_read_budget() {
+    let problem = bound_out_of_reach();
+    let limits = [
+        (
+            Strip {
+                max_iters: 0,
+                ..Strip::DEFAULT
+            },
+            Stop::Limit,
+        ),
+        (
+            Strip {
+                max_reads: 0,
+                ..Strip::DEFAULT
+            },
+            Stop::Budget,
+        ),
+    ];
+    for (strip, stop) in limits {
+        let outcome = checked_strip(strip, &problem);
+        assert_eq!((outcome.stop, outcome.iterations), (stop, 0));
+    }
 }
 
 /// A read budget only decides how many adjustments are made: a run that the budget stops
@@ -814,20 +816,7 @@ fn strip_stops_on_its_read_budget() {
 fn strip_read_budget_only_cuts_the_adjustments() {
     // 300 buffers with pseudo-random lifetimes and sizes: the first placement is above the
     // bound, and peak suppression makes several adjustments.
-    let mut x = 12345u64;
-    let mut next = move |m: u64| {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (x >> 33) % m
-    };
-    let buffers: Vec<Buffer> = (0..300)
-        .map(|i| {
-            let start = next(200);
-            Buffer::new(format!("b{i}"), 1 + next(1000), start, start + 1 + next(40))
-        })
-        .collect();
-    let problem = Problem::from_buffers(buffers).unwrap();
+    let problem = common::lcg_problem(12345, 300, 200, 40, 1000);
     let unlimited = checked_strip(Strip::DEFAULT, &problem);
     assert_ne!(unlimited.stop, Stop::Budget);
     assert!(unlimited.iterations >= 2, "too easy: {unlimited:?}");

@@ -10,6 +10,8 @@ use memplan::planner::{BestOf, Planner};
 use memplan::{bound, Buffer, BufferId, Lifetime, Problem};
 use proptest::prelude::*;
 
+mod common;
+
 /// One thread, no time pressure: deterministic.
 fn exact() -> Search {
     Search {
@@ -216,21 +218,7 @@ proptest! {
 /// A fixed mid-sized instance: 24 buffers with sizes and lifetimes from a small LCG, where
 /// the greedy plan is above the optimum and the proof takes some search.
 fn ablation_instance(seed: u64, n: usize) -> Problem {
-    let mut state = seed;
-    let mut next = |modulo: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % modulo
-    };
-    let buffers = (0..n)
-        .map(|i| {
-            let start = next(30);
-            let len = 1 + next(12);
-            Buffer::new(format!("b{i}"), 1 + next(16), start, start + len)
-        })
-        .collect();
-    Problem::from_buffers(buffers).unwrap()
+    common::lcg_problem(seed, n, 30, 12, 16)
 }
 
 #[test]

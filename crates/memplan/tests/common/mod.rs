@@ -20,6 +20,26 @@ pub fn shared_benchmarks() -> Option<PathBuf> {
     }
 }
 
+/// `n` buffers drawn from a small LCG seeded with `seed`: each starts below `horizon`,
+/// lives 1 to `max_length` steps and has 1 to `max_size` bytes (drawn in that order).
+pub fn lcg_problem(seed: u64, n: usize, horizon: u64, max_length: u64, max_size: u64) -> Problem {
+    let mut state = seed;
+    let mut next = |modulo: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % modulo
+    };
+    let buffers = (0..n)
+        .map(|i| {
+            let start = next(horizon);
+            let length = 1 + next(max_length);
+            memplan::Buffer::new(format!("b{i}"), 1 + next(max_size), start, start + length)
+        })
+        .collect();
+    Problem::from_buffers(buffers).unwrap()
+}
+
 /// Reads a benchmark file with memplan's own CSV reader.
 pub fn read_benchmark(path: &Path) -> Problem {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
