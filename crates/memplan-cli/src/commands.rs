@@ -27,8 +27,10 @@ pub use crate::inspect::inspect;
 const LISTED_BUFFERS: usize = 32;
 
 /// `search`'s reserve for checking and writing its plan, in units of the bound's time
-/// ([`run_search`]). Measured on 10^6 random buffers with 200 live at once (issue #18):
-/// bound 0.20 s, check 1.38 s, writing the CSV plan and the rest about 0.5 s.
+/// ([`run_search`]). Chosen when the bound was a radix sweep: on 10^6 random buffers with
+/// 200 live at once (issue #18) bound 0.20 s, check 1.38 s, writing the CSV plan and the
+/// rest about 0.5 s. The bound by its array of steps now takes 0.4-0.5 s at 10^7, so
+/// [`RESERVE_NS_PER_BUFFER`] usually decides.
 const POST_SEARCH_RESERVE: u32 = 10;
 
 /// `search`'s reserve for checking and writing its plan, per buffer, when that is more
