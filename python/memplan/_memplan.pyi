@@ -79,6 +79,7 @@ def plan(
     threads: int = 0,
     metric: Optional[str] = None,
     max_iters: Optional[int] = None,
+    max_reads: Optional[int] = None,
     return_on_interrupt: bool = True,
 ) -> PlanResult: ...
 def check(problem: Problem, plan: Union[PlanResult, Sequence[int]]) -> List[Violation]: ...

@@ -59,6 +59,11 @@ def test_search_reports_optimality_and_options_are_checked():
     with pytest.raises(memplan.InputError, match="metric"):
         memplan.plan(three(), "strip", metric="no-such-metric")
     assert memplan.plan(three(), "strip", metric="size", max_iters=2).arena == 1536
+    assert memplan.plan(three(), "strip", max_reads=0).arena == 1536
+    with pytest.raises(memplan.InputError, match="max_reads apply to planner='strip'"):
+        memplan.plan(three(), "best-of", max_reads=10)
+    with pytest.raises(OverflowError):
+        memplan.plan(three(), "strip", max_reads=-1)
 
 
 def test_alignment_raises_every_offset():

@@ -418,10 +418,10 @@ fn run_interruptible<T: Send>(
 
 /// Plans `problem` with `planner` (`best-of`, `search`, `strip`, any name of
 /// `memplan.planners()`). `time_limit` (seconds), `seed` and `threads` are `search`'s;
-/// `metric` and `max_iters` are `strip`'s; `alignment` raises every buffer's alignment.
-/// Every plan is checked before it is returned.
+/// `metric`, `max_iters` and `max_reads` are `strip`'s; `alignment` raises every buffer's
+/// alignment. Every plan is checked before it is returned.
 #[pyfunction]
-#[pyo3(signature = (problem, planner = "best-of", *, time_limit = None, alignment = 1, seed = 0, threads = 0, metric = None, max_iters = None, return_on_interrupt = true))]
+#[pyo3(signature = (problem, planner = "best-of", *, time_limit = None, alignment = 1, seed = 0, threads = 0, metric = None, max_iters = None, max_reads = None, return_on_interrupt = true))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
@@ -433,6 +433,7 @@ fn plan(
     threads: usize,
     metric: Option<&str>,
     max_iters: Option<u32>,
+    max_reads: Option<u64>,
     return_on_interrupt: bool,
 ) -> PyResult<PlanResult> {
     let base = planner::by_name(planner).map_err(input_error)?;
@@ -443,9 +444,9 @@ fn plan(
             "time_limit, seed and threads apply to planner='search', not to '{planner}'"
         )));
     }
-    if !is_strip && (metric.is_some() || max_iters.is_some()) {
+    if !is_strip && (metric.is_some() || max_iters.is_some() || max_reads.is_some()) {
         return Err(InputError::new_err(format!(
-            "metric and max_iters apply to planner='strip', not to '{planner}'"
+            "metric, max_iters and max_reads apply to planner='strip', not to '{planner}'"
         )));
     }
     if alignment == 0 {
@@ -470,6 +471,7 @@ fn plan(
             None => Strip::DEFAULT.metric,
         },
         max_iters: max_iters.unwrap_or(Strip::DEFAULT.max_iters),
+        max_reads: max_reads.unwrap_or(Strip::DEFAULT.max_reads),
         ..Strip::DEFAULT
     };
     let cancel = AtomicBool::new(false);
