@@ -810,8 +810,9 @@ fn strip_stops_at_the_iteration_limit_and_the_read_budget() {
 }
 
 /// A read budget only decides how many adjustments are made: a run that the budget stops
-/// after `k` of them is the run limited to `k` adjustments. Budgets doubling from 1 cover
-/// every count of adjustments, up to the run that the budget does not stop.
+/// after `k` of them is the run limited to `k` adjustments. Budgets double from 1 until the
+/// budget no longer stops the run, and must stop it both before any adjustment and after
+/// some.
 #[test]
 fn strip_read_budget_only_cuts_the_adjustments() {
     // 300 buffers with pseudo-random lifetimes and sizes: the first placement is above the
