@@ -453,7 +453,7 @@ fn first_common_steps(a: &[Lifetime], b: &[Lifetime]) -> Option<Lifetime> {
 /// inside `[a, b)`), and any with `o < a < e` makes the second start below `e`. So the
 /// sweep answers exactly, and stops at the first overlap. Ends at a step come before
 /// starts at it (lifetimes are half-open): every active piece ending at or before a start
-/// leaves first, from a min-heap of ends.
+/// leaves first, from a queue of ends ([`crate::radix::MonotoneQueue`]).
 ///
 /// It reads the problem and plan directly ([`Pieces::for_each`]): most plans checked are
 /// valid, and at 10^7 buffers the pieces and segments of the general sweep are 480 MB
@@ -518,12 +518,11 @@ const MAX_SWEEPS: usize = 4;
 /// active pieces at `starts[from]` being those of `starts[..from]` that are still live
 /// then.
 fn sweep_is_disjoint(starts: &[(u64, u64, (u64, u64))], from: usize) -> bool {
-    use std::cmp::Reverse;
-    use std::collections::{BTreeMap, BinaryHeap};
+    use std::collections::BTreeMap;
 
-    // offset -> end of the active pieces; (segment end, offset) of each.
+    // offset -> end of the active pieces; the offset of each by segment end.
     let mut active: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut ends: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut ends = crate::radix::MonotoneQueue::new();
     if let Some(&(first, _, _)) = starts.get(from) {
         for &(_, end, (offset, top)) in &starts[..from] {
             if end > first {
@@ -532,18 +531,14 @@ fn sweep_is_disjoint(starts: &[(u64, u64, (u64, u64))], from: usize) -> bool {
                 if active.insert(offset, top).is_some() {
                     return false;
                 }
-                ends.push(Reverse((end, offset)));
+                ends.push(end, offset);
             }
         }
     }
     for &(start, end, (offset, top)) in &starts[from..] {
-        while let Some(&Reverse((until, offset))) = ends.peek() {
-            if until > start {
-                break;
-            }
-            ends.pop();
+        ends.pop_until(start, |offset| {
             active.remove(&offset);
-        }
+        });
         if active
             .range(..=offset)
             .next_back()
@@ -556,7 +551,7 @@ fn sweep_is_disjoint(starts: &[(u64, u64, (u64, u64))], from: usize) -> bool {
             return false;
         }
         active.insert(offset, top);
-        ends.push(Reverse((end, offset)));
+        ends.push(end, offset);
     }
     true
 }

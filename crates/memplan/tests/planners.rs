@@ -680,6 +680,53 @@ fn start_plan_runs_only_the_first_candidate_past_the_deadline() {
     assert_eq!(order, [0, 1, 2, 3, 4, 5]);
 }
 
+#[test]
+fn at_scale_a_start_cut_short_falls_back_on_pow2_slabs() {
+    // `SCALE_FROM` buffers, short lifetimes, sizes from 64 B to 64 KiB: about 100 live.
+    let n = best_of::SCALE_FROM as u64;
+    let buffers: Vec<Buffer> = (0..n)
+        .map(|i| {
+            let start = i * 7919 % (2 * n);
+            Buffer::new(
+                format!("t{i}"),
+                64 << (i * 37 % 11),
+                start,
+                start + 1 + i % 199,
+            )
+        })
+        .collect();
+    let problem = Problem::from_buffers(buffers).unwrap();
+    let bound = bound::max_live(&problem).unwrap();
+    let stacked: u64 = problem.buffers().iter().map(|b| b.size).sum();
+    // No time: the fallback alone, valid and far below stacking.
+    let attempts = best_of::run_until(&problem, Instant::now());
+    let names: Vec<_> = attempts.iter().map(|a| a.planner).collect();
+    assert_eq!(names, [best_of::SLABS]);
+    let fallback = attempts[0].result.as_ref().unwrap();
+    assert!(check(&problem, fallback).is_valid());
+    let arena = fallback.arena_bytes.unwrap();
+    assert!(
+        arena < 3 * bound && 10 * arena < stacked,
+        "{arena} {bound} {stacked}"
+    );
+    // Time enough: the chronological sweep finishes and wins (it is best-fit).
+    let attempts = best_of::run_until(&problem, Instant::now() + Duration::from_secs(600));
+    let names: Vec<_> = attempts.iter().map(|a| a.planner).collect();
+    assert_eq!(names, ["greedy-chronological", best_of::SLABS]);
+    let (plan, winner) = BestOf
+        .plan_until(&problem, Instant::now() + Duration::from_secs(600))
+        .unwrap();
+    assert_eq!(winner, "greedy-chronological");
+    assert!(check(&problem, &plan).is_valid());
+    assert!(plan.arena_bytes.unwrap() < arena);
+    // Without a deadline (`best-of` itself) there is no fallback.
+    let names: Vec<_> = best_of::run_all(&problem)
+        .iter()
+        .map(|a| a.planner)
+        .collect();
+    assert_eq!(names, ["greedy-chronological"]);
+}
+
 /// A problem above `EXACT_LIMIT` unfixed buffers: short lifetimes of mixed sizes.
 fn large_problem(n: u64) -> Problem {
     let buffers = (0..n)

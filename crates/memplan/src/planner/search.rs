@@ -459,7 +459,8 @@ impl Search {
         } else {
             // Large: the greedy candidates that fit in 7/8 of the time, the rest goes to the
             // LNS. (A start cut short stacks what it has not placed: on 10^6 buffers 3/4
-            // cut it on a loaded machine, for an arena 1,600 times the bound.)
+            // cut it on a loaded machine, for an arena 1,600 times the bound; from
+            // `SCALE_FROM` buffers the slab fallback of `run_until` stands in.)
             BestOf
                 .plan_until(problem, started + (self.time_limit - self.time_limit / 8))?
                 .0
@@ -533,16 +534,19 @@ impl Search {
             .incumbent
             .into_inner()
             .unwrap_or_else(|e| e.into_inner());
-        let mut plan = Plan::new(problem, incumbent.offsets).ok_or(PlanError::ArenaOverflow)?;
-        let mut found_after = incumbent.found_after;
-        // The start plan itself (nothing beat it) is not checked again: on 10^7 buffers a
-        // check takes seconds.
-        let improved = best < start_arena;
-        if (improved && !check(problem, &plan).is_valid()) || plan.arena_bytes != Some(best) {
-            debug_assert!(false, "search produced an invalid plan");
-            plan = start;
-            found_after = Duration::ZERO;
-        }
+        // The start plan itself (nothing beat it) is returned as it is, not checked again:
+        // on 10^7 buffers a check takes seconds.
+        let (plan, found_after) = if best < start_arena {
+            let plan = Plan::new(problem, incumbent.offsets).ok_or(PlanError::ArenaOverflow)?;
+            if check(problem, &plan).is_valid() && plan.arena_bytes == Some(best) {
+                (plan, incumbent.found_after)
+            } else {
+                debug_assert!(false, "search produced an invalid plan");
+                (start, Duration::ZERO)
+            }
+        } else {
+            (start, incumbent.found_after)
+        };
         let arena = plan.arena_bytes.unwrap_or(start_arena);
         let proven_optimal = arena <= lower;
         let cancelled = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
