@@ -92,8 +92,8 @@ pub const SLABS: &str = "pow2-slabs";
 /// of the placed ones (a valid, worse plan), so the call returns soon after `deadline`
 /// whatever the size of the problem.
 ///
-/// From [`SCALE_FROM`] buffers, on problems without gaps, conflict pairs and fixed offsets,
-/// a fallback runs first, and the candidate after it under the same rule: [`SLABS`], a
+/// From [`SCALE_FROM`] buffers a fallback runs first, and the candidate after it under the
+/// same rule: [`SLABS`], a
 /// plan made whatever the deadline, several times faster than the candidate's sweep (1 s
 /// at 10^7 buffers), 1.4-1.8 times the bound on random lifetimes. Its attempt comes last;
 /// it is kept only when it beats the candidate, in practice when that did not run or was
@@ -109,10 +109,7 @@ fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> 
     // The index of the slab fallback, after the candidates.
     const FALLBACK: usize = CANDIDATES.len();
     const FALLBACK_FIRST: [usize; 2] = [FALLBACK, AT_SCALE[0]];
-    let fallback = deadline.is_some()
-        && problem.len() >= SCALE_FROM
-        && AT_SCALE.len() == 1
-        && super::sweep::applies(problem);
+    let fallback = deadline.is_some() && problem.len() >= SCALE_FROM && AT_SCALE.len() == 1;
     let order: &[usize] = if problem.len() >= SCALE_FROM {
         if fallback {
             &FALLBACK_FIRST

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use std::time::Instant;
 
-use super::placement::{current_deadline, DEADLINE_EVERY};
+use super::placement::{current_deadline, Engine, DEADLINE_EVERY};
 use super::PlanError;
 use crate::plan::Plan;
 use crate::problem::{Buffer, Problem};
@@ -296,18 +296,24 @@ fn best_fit_in_sorted(
     Plan::new(problem, offsets.offsets).ok_or(PlanError::ArenaOverflow)
 }
 
-/// A plan for [`super::best_of::run_until`] to fall back on when the best-fit sweep
-/// cannot finish by its deadline (issue #18: `search --time-limit 5` at 10^7 buffers):
-/// power-of-two slabs, in `O(n)` after a radix sort by start (a radix heap of ends). The
-/// caller has checked [`applies`].
+/// A plan for [`super::best_of::run_until`] to fall back on when the greedy candidates
+/// cannot finish by their deadline (issue #18: `search --time-limit 5` at 10^7 buffers):
+/// power-of-two slabs, in `O(n)` after a radix sort by start (a radix heap of ends), for
+/// any problem.
 ///
 /// Every buffer's size is rounded up to its *class*, the next power of two, and then to a
 /// multiple of its alignment: its *stride*. Buffers of one class and alignment share a
 /// *slab* of slots of that stride. Swept by lifetime start (ties by id), a buffer takes
 /// the slot its slab freed last (every buffer ending at or before its start is freed
 /// first), or a new one. The slabs lie one above the other, each at the next multiple of
-/// its alignment, in the order they were first used. Two buffers live together never get
-/// one slot, and slots and slabs do not overlap, so the plan is valid by construction.
+/// its alignment, in the order they were first used, above every buffer with a fixed
+/// offset, which keeps it (a zero-size buffer goes to 0). Two buffers live together never
+/// get one slot, and slots, slabs and fixed buffers do not overlap, so the plan is valid
+/// by construction; besides:
+/// - a buffer in a conflict pair keeps its slot for good (its partner never gets it);
+/// - a lifetime with gaps counts as a whole (the gaps are not shared);
+/// - fixed offsets that clash give [`PlanError::FixedOffsetsClash`], as the engine does.
+///
 /// Its arena is the sum over slabs of the most slots live at once times the stride. On
 /// the random problems of issue #18 (sizes log-uniform from 64 B to 16 MiB) that is 1.8
 /// times the bound with ~200 buffers live at once and 1.4 with ~20,000, where a sweep
@@ -316,15 +322,28 @@ fn best_fit_in_sorted(
 /// slabs, the more their peaks, each at its own time, add up.)
 pub(crate) fn pow2_slabs(problem: &Problem) -> Result<Plan, PlanError> {
     let buffers = problem.buffers();
+    let base = fixed_top(problem)?;
+    let mut alone = vec![false; buffers.len()];
+    for &(a, b) in problem.conflicts() {
+        alone[a.index()] = true;
+        alone[b.index()] = true;
+    }
     let mut slabs = Slabs::default();
-    // (start, end, id, slab) of the buffers that occupy bytes; the slab becomes the slot.
+    // (start, end, id, slab) of the buffers to place, the slab's top bit set for a buffer
+    // in a conflict pair; the slab becomes the slot.
     let mut items: Vec<(u64, u64, u32, u32)> = Vec::with_capacity(buffers.len());
-    for (id, b) in (0u32..).zip(buffers) {
-        if b.size > 0 {
+    for ((id, b), &alone) in (0u32..).zip(buffers).zip(&alone) {
+        if b.size > 0 && b.fixed_offset.is_none() {
             let slab = slabs.of(b.size, b.alignment.max(1))?;
-            items.push((b.lifetime.start, b.lifetime.end, id, slab));
+            items.push((
+                b.lifetime.start,
+                b.lifetime.end,
+                id,
+                slab | u32::from(alone) << 31,
+            ));
         }
     }
+    drop(alone);
     crate::radix::sort_by_u64_key(&mut items, |item| item.0);
     // (slab, slot) of the live buffers by end.
     let mut expiry = MonotoneQueue::new();
@@ -332,19 +351,23 @@ pub(crate) fn pow2_slabs(problem: &Problem) -> Result<Plan, PlanError> {
         expiry.pop_until(*start, |(slab, slot): (u32, u32)| {
             slabs.slabs[slab as usize].free.push(slot);
         });
-        let slab = *slab_or_slot;
+        let (slab, alone) = (*slab_or_slot & !(1 << 31), *slab_or_slot >> 31 == 1);
         let s = &mut slabs.slabs[slab as usize];
         let slot = s.free.pop().unwrap_or_else(|| {
             s.slots += 1;
             s.slots - 1
         });
-        expiry.push(*end, (slab, slot));
+        // A slot held by a buffer of a conflict pair is never freed, so that its partner,
+        // placed before or after it, cannot get it.
+        if !alone {
+            expiry.push(*end, (slab, slot));
+        }
         // The start is read no more: it keeps the slab, and the slab's place the slot.
         *slab_or_slot = slot;
         *start = u64::from(slab);
     }
     let mut bases = Vec::with_capacity(slabs.slabs.len());
-    let mut top = 0u64;
+    let mut top = base;
     for s in &slabs.slabs {
         let base = top
             .checked_next_multiple_of(s.alignment)
@@ -355,13 +378,45 @@ pub(crate) fn pow2_slabs(problem: &Problem) -> Result<Plan, PlanError> {
             .ok_or(PlanError::ArenaOverflow)?;
         bases.push((base, s.stride));
     }
-    let mut offsets = vec![0u64; buffers.len()];
+    let mut offsets: Vec<u64> = buffers
+        .iter()
+        .map(|b| b.fixed_offset.unwrap_or(0))
+        .collect();
     for &(slab, _, id, slot) in &items {
         // Below `top`, which fits.
         let (base, stride) = bases[slab as usize];
         offsets[id as usize] = base + u64::from(slot) * stride;
     }
     Plan::new(problem, offsets).ok_or(PlanError::ArenaOverflow)
+}
+
+/// The highest end of a buffer with a fixed offset (0 when none), once it is known that
+/// no two of them clash: the engine places them alone, in a problem of their own.
+fn fixed_top(problem: &Problem) -> Result<u64, PlanError> {
+    let buffers = problem.buffers();
+    let mut index = vec![u32::MAX; buffers.len()];
+    let mut fixed = Vec::new();
+    let mut top = 0u64;
+    for (i, b) in buffers.iter().enumerate() {
+        if let Some(offset) = b.fixed_offset {
+            index[i] = fixed.len() as u32;
+            fixed.push(b.clone());
+            if b.size > 0 {
+                // `Problem::new` guarantees that it fits.
+                top = top.max(offset + b.size);
+            }
+        }
+    }
+    if fixed.len() > 1 {
+        let conflicts = problem.conflicts().iter().filter_map(|&(a, b)| {
+            let (a, b) = (index[a.index()], index[b.index()]);
+            (a != u32::MAX && b != u32::MAX).then_some((crate::BufferId(a), crate::BufferId(b)))
+        });
+        let alone = Problem::new(fixed, conflicts)
+            .map_err(|e| PlanError::Internal(format!("the fixed buffers alone: {e}")))?;
+        Engine::new(&alone).place_fixed()?;
+    }
+    Ok(top)
 }
 
 /// The slabs of [`pow2_slabs`].
@@ -506,6 +561,89 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        #[test]
+        fn pow2_slabs_keep_fixed_offsets_conflicts_and_gaps_valid(
+            buffers in buffers(),
+            fixed in prop::collection::vec(any::<bool>(), 80),
+            gapped in prop::collection::vec(any::<bool>(), 80),
+            pairs in prop::collection::vec((0usize..80, 0usize..80), 0..20),
+        ) {
+            let n = buffers.len();
+            let buffers: Vec<Buffer> = buffers
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut b)| {
+                    if fixed[i] && b.size < 64 {
+                        // Apart: fixed buffers never clash here.
+                        b.fixed_offset = Some(64 * i as u64);
+                    }
+                    let (start, end) = (b.lifetime.start, b.lifetime.end);
+                    if gapped[i] && end - start >= 3 {
+                        b.gaps = vec![crate::problem::Lifetime::new(start + 1, end - 1).unwrap()];
+                    }
+                    b
+                })
+                .collect();
+            let conflicts: Vec<_> = pairs
+                .into_iter()
+                .filter(|&(a, b)| a < n && b < n && a != b)
+                .map(|(a, b)| (crate::BufferId(a as u32), crate::BufferId(b as u32)))
+                .collect();
+            let problem = Problem::new(buffers, conflicts).unwrap();
+            let plan = pow2_slabs(&problem).unwrap();
+            prop_assert!(check(&problem, &plan).is_valid());
+            for (b, &offset) in problem.buffers().iter().zip(&plan.offsets) {
+                if let Some(fixed) = b.fixed_offset {
+                    prop_assert_eq!(offset, fixed);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pow2_slabs_refuse_clashing_fixed_offsets_like_the_engine() {
+        let mut a = Buffer::new("a", 8, 0, 4);
+        a.fixed_offset = Some(0);
+        let mut b = Buffer::new("b", 8, 2, 6);
+        b.fixed_offset = Some(4);
+        let mut far = Buffer::new("far", 8, 0, 6);
+        far.fixed_offset = Some(64);
+        let problem = Problem::from_buffers(vec![a, Buffer::new("free", 4, 0, 9), far, b]).unwrap();
+        let clash = PlanError::FixedOffsetsClash {
+            a: "a".into(),
+            b: "b".into(),
+        };
+        assert_eq!(pow2_slabs(&problem), Err(clash.clone()));
+        let mut engine = Engine::new(&problem);
+        assert_eq!(engine.place_fixed(), Err(clash));
+        // Not live together: no clash; the slabs go above the highest fixed buffer.
+        let mut apart = problem.buffers().to_vec();
+        apart[3].lifetime = crate::problem::Lifetime::new(4, 6).unwrap();
+        let apart = Problem::from_buffers(apart).unwrap();
+        let plan = pow2_slabs(&apart).unwrap();
+        assert!(check(&apart, &plan).is_valid());
+        assert_eq!(plan.offsets, [0, 72, 64, 4]);
+    }
+
+    #[test]
+    fn a_buffer_in_a_conflict_pair_never_shares_its_slot() {
+        // One after the other, `a`, `b` and `c` would share a slot, but `b` and `c` must
+        // not share bytes: `b` reuses `a`'s and keeps it, `c` gets a new one and keeps
+        // it, and `d` gets a third.
+        let buffers = vec![
+            Buffer::new("a", 16, 0, 2),
+            Buffer::new("b", 16, 2, 4),
+            Buffer::new("c", 16, 4, 6),
+            Buffer::new("d", 16, 4, 6),
+        ];
+        let problem = Problem::new(buffers, [(crate::BufferId(1), crate::BufferId(2))]).unwrap();
+        let plan = pow2_slabs(&problem).unwrap();
+        assert!(check(&problem, &plan).is_valid());
+        assert_eq!(plan.offsets, [0, 0, 16, 32]);
     }
 
     #[test]
