@@ -681,7 +681,7 @@ fn start_plan_runs_only_the_first_candidate_past_the_deadline() {
 }
 
 #[test]
-fn at_scale_a_start_cut_short_falls_back_on_pow2_slabs() {
+fn at_scale_a_start_cut_short_falls_back_on_slabs() {
     // `SCALE_FROM` buffers, short lifetimes, sizes from 64 B to 64 KiB: about 100 live.
     let n = best_of::SCALE_FROM as u64;
     let buffers: Vec<Buffer> = (0..n)

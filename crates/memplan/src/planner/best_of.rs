@@ -79,9 +79,9 @@ pub fn run_all(problem: &Problem) -> Vec<Attempt> {
 /// best-fit orders.
 pub const UNTIL_ORDER: [usize; 6] = [0, 4, 5, 1, 2, 3];
 
-/// The name of [`run_until`]'s fallback at scale: power-of-two slabs
-/// ([`super::sweep::pow2_slabs`]).
-pub const SLABS: &str = "pow2-slabs";
+/// The name of [`run_until`]'s fallback at scale: slabs of equal slots
+/// ([`super::sweep::slabs`]).
+pub const SLABS: &str = "slabs";
 
 /// Like [`run_all`], but the candidates start in [`UNTIL_ORDER`], and one after the first
 /// starts only when it is expected to end by `deadline`: when the current time plus the
@@ -158,7 +158,7 @@ fn run_candidates(problem: &Problem, deadline: Option<Instant>) -> Vec<Attempt> 
                     None => planner.plan(problem),
                 },
             ),
-            None => (SLABS, super::sweep::pow2_slabs(problem)),
+            None => (SLABS, super::sweep::slabs(problem)),
         };
         let attempt = Attempt {
             planner,

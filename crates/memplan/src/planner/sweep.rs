@@ -298,29 +298,34 @@ fn best_fit_in_sorted(
 
 /// A plan for [`super::best_of::run_until`] to fall back on when the greedy candidates
 /// cannot finish by their deadline (issue #18: `search --time-limit 5` at 10^7 buffers):
-/// power-of-two slabs, in `O(n)` after a radix sort by start (a radix heap of ends), for
-/// any problem.
+/// slabs of equal slots, in `O(n)` after a radix sort by start (a radix heap of ends),
+/// for any problem.
 ///
-/// Every buffer's size is rounded up to its *class*, the next power of two, and then to a
-/// multiple of its alignment: its *stride*. Buffers of one class and alignment share a
-/// *slab* of slots of that stride. Swept by lifetime start (ties by id), a buffer takes
-/// the slot its slab freed last (every buffer ending at or before its start is freed
-/// first), or a new one. The slabs lie one above the other, each at the next multiple of
-/// its alignment, in the order they were first used, above every buffer with a fixed
-/// offset, which keeps it (a zero-size buffer goes to 0). Two buffers live together never
-/// get one slot, and slots, slabs and fixed buffers do not overlap, so the plan is valid
-/// by construction; besides:
+/// Every buffer's size is rounded up to its *class* and then to a multiple of its
+/// alignment: its *stride*. Buffers of one class and alignment share a *slab* of slots of
+/// that stride. Swept by lifetime start (ties by id), a buffer takes the slot its slab
+/// freed last (every buffer ending at or before its start is freed first), or a new one.
+/// The slabs lie one above the other, each at the next multiple of its alignment, in the
+/// order they were first used, above every buffer with a fixed offset, which keeps it (a
+/// zero-size buffer goes to 0). Two buffers live together never get one slot, and slots,
+/// slabs and fixed buffers do not overlap, so the plan is valid by construction; besides:
 /// - a buffer in a conflict pair keeps its slot for good (its partner never gets it);
 /// - a lifetime with gaps counts as a whole (the gaps are not shared);
 /// - fixed offsets that clash give [`PlanError::FixedOffsetsClash`], as the engine does.
 ///
-/// Its arena is the sum over slabs of the most slots live at once times the stride. On
-/// the random problems of issue #18 (sizes log-uniform from 64 B to 16 MiB) that is 1.8
-/// times the bound with ~200 buffers live at once and 1.4 with ~20,000, where a sweep
-/// cut short and stacking what it had not placed gave 23,000 times the bound at 10^7
-/// buffers. (Four classes per power of two waste less per buffer but gave 2.5: the more
-/// slabs, the more their peaks, each at its own time, add up.)
-pub(crate) fn pow2_slabs(problem: &Problem) -> Result<Plan, PlanError> {
+/// A slab has as many slots as it ever has buffers live at once, so the arena is the sum
+/// over slabs of that peak times the stride. Two sets of classes are tried, and the
+/// smaller arena kept (ties: powers of two):
+/// - **powers of two**: the next power of two. On the random problems of issue #18 (sizes
+///   log-uniform from 64 B to 16 MiB) 1.8 times the bound with ~200 buffers live at once
+///   and 1.4 with ~20,000, where a sweep cut short and stacking what it had not placed
+///   gave 23,000 times the bound at 10^7 buffers. (Four classes per power of two waste
+///   less per buffer but gave 2.5: the more slabs, the more their peaks, each at its own
+///   time, add up.)
+/// - **the sizes themselves**, when the buffers to place have at most [`EXACT_CLASSES`]
+///   distinct sizes, as real workloads do: on idealloc's `Y_1` copied 16 times (62
+///   sizes) 1.08 times the bound, against 1.69 with powers of two.
+pub(crate) fn slabs(problem: &Problem) -> Result<Plan, PlanError> {
     let buffers = problem.buffers();
     let base = fixed_top(problem)?;
     let mut alone = vec![false; buffers.len()];
@@ -328,66 +333,122 @@ pub(crate) fn pow2_slabs(problem: &Problem) -> Result<Plan, PlanError> {
         alone[a.index()] = true;
         alone[b.index()] = true;
     }
-    let mut slabs = Slabs::default();
-    // (start, end, id, slab) of the buffers to place, the slab's top bit set for a buffer
-    // in a conflict pair; the slab becomes the slot.
-    let mut items: Vec<(u64, u64, u32, u32)> = Vec::with_capacity(buffers.len());
+    let mut pow2 = Slabs::new(Classes::Pow2);
+    let mut exact = distinct_sizes(problem).map(|sizes| Slabs::new(Classes::Exact(sizes)));
+    // With the sizes themselves, an item keeps its exact slab, and each exact slab's
+    // power-of-two slab is looked up here (`None`: the size has no power of two in 64
+    // bits, then only the sizes themselves are tried). The items stay 24 bytes.
+    let mut to_pow2: Vec<Option<u32>> = Vec::new();
+    let mut items: Vec<SlabItem> = Vec::with_capacity(buffers.len());
     for ((id, b), &alone) in (0u32..).zip(buffers).zip(&alone) {
         if b.size > 0 && b.fixed_offset.is_none() {
-            let slab = slabs.of(b.size, b.alignment.max(1))?;
-            items.push((
-                b.lifetime.start,
-                b.lifetime.end,
+            let alignment = b.alignment.max(1);
+            let slab = match &mut exact {
+                Some(exact) => {
+                    let slab = exact.of(b.size, alignment)?;
+                    if slab as usize == to_pow2.len() {
+                        to_pow2.push(pow2.of(b.size, alignment).ok());
+                    }
+                    slab
+                }
+                None => pow2.of(b.size, alignment)?,
+            };
+            items.push(SlabItem {
+                start: b.lifetime.start,
+                end: b.lifetime.end,
                 id,
-                slab | u32::from(alone) << 31,
-            ));
+                slab: slab | u32::from(alone) << 31,
+            });
         }
     }
     drop(alone);
-    crate::radix::sort_by_u64_key(&mut items, |item| item.0);
-    // (slab, slot) of the live buffers by end.
-    let mut expiry = MonotoneQueue::new();
-    for (start, end, _, slab_or_slot) in &mut items {
-        expiry.pop_until(*start, |(slab, slot): (u32, u32)| {
-            slabs.slabs[slab as usize].free.push(slot);
-        });
-        let (slab, alone) = (*slab_or_slot & !(1 << 31), *slab_or_slot >> 31 == 1);
-        let s = &mut slabs.slabs[slab as usize];
-        let slot = s.free.pop().unwrap_or_else(|| {
-            s.slots += 1;
-            s.slots - 1
-        });
-        // A slot held by a buffer of a conflict pair is never freed, so that its partner,
-        // placed before or after it, cannot get it.
-        if !alone {
-            expiry.push(*end, (slab, slot));
+    crate::radix::sort_by_u64_key(&mut items, |item| item.start);
+    let pow2_fits = to_pow2.iter().all(Option::is_some);
+    let to_pow2: Vec<u32> = to_pow2.into_iter().flatten().collect();
+    let tried_exact = exact.is_some();
+    let slab_of = |exact_classes: bool, item: &SlabItem| {
+        let slab = item.slab & !ALONE;
+        if tried_exact && !exact_classes {
+            to_pow2[slab as usize]
+        } else {
+            slab
         }
-        // The start is read no more: it keeps the slab, and the slab's place the slot.
-        *slab_or_slot = slot;
-        *start = u64::from(slab);
+    };
+    // (the sizes themselves?, slots, layout) of each set of classes tried; an overflow
+    // drops one.
+    let mut tried: Vec<(bool, Vec<u32>, Layout)> = Vec::new();
+    let mut error = PlanError::ArenaOverflow;
+    if pow2_fits {
+        let slots = pow2.assign(&items, |item| slab_of(false, item));
+        match pow2.layout(base) {
+            Ok(layout) => tried.push((false, slots, layout)),
+            Err(e) => error = e,
+        }
     }
-    let mut bases = Vec::with_capacity(slabs.slabs.len());
-    let mut top = base;
-    for s in &slabs.slabs {
-        let base = top
-            .checked_next_multiple_of(s.alignment)
-            .ok_or(PlanError::ArenaOverflow)?;
-        top = u64::from(s.slots)
-            .checked_mul(s.stride)
-            .and_then(|bytes| base.checked_add(bytes))
-            .ok_or(PlanError::ArenaOverflow)?;
-        bases.push((base, s.stride));
+    if let Some(exact) = &mut exact {
+        let slots = exact.assign(&items, |item| item.slab & !ALONE);
+        if let Ok(layout) = exact.layout(base) {
+            tried.push((true, slots, layout));
+        }
     }
+    // The smaller top, ties to the powers of two (tried first).
+    let Some((exact_classes, slots, (bases, _))) =
+        tried
+            .into_iter()
+            .reduce(|best, next| if next.2 .1 < best.2 .1 { next } else { best })
+    else {
+        return Err(error);
+    };
     let mut offsets: Vec<u64> = buffers
         .iter()
         .map(|b| b.fixed_offset.unwrap_or(0))
         .collect();
-    for &(slab, _, id, slot) in &items {
-        // Below `top`, which fits.
-        let (base, stride) = bases[slab as usize];
-        offsets[id as usize] = base + u64::from(slot) * stride;
+    for (item, slot) in items.iter().zip(slots) {
+        // Below the layout's top, which fits.
+        let (base, stride) = bases[slab_of(exact_classes, item) as usize];
+        offsets[item.id as usize] = base + u64::from(slot) * stride;
     }
     Plan::new(problem, offsets).ok_or(PlanError::ArenaOverflow)
+}
+
+/// Each slab's (base, stride), and the top of the highest.
+type Layout = (Vec<(u64, u64)>, u64);
+
+/// What [`slabs`] reads of a buffer to place.
+#[derive(Clone, Copy)]
+struct SlabItem {
+    start: u64,
+    end: u64,
+    id: u32,
+    /// Its slab (with the sizes themselves as classes when they are tried, else powers of
+    /// two), [`ALONE`] set for a buffer in a conflict pair, whose slot is never freed.
+    slab: u32,
+}
+
+/// [`SlabItem::slab`]'s bit for a buffer in a conflict pair.
+const ALONE: u32 = 1 << 31;
+
+/// At most this many distinct sizes are tried as [`slabs`]' classes.
+const EXACT_CLASSES: usize = 256;
+
+/// The distinct sizes of the buffers [`slabs`] places, sorted, when there are at most
+/// [`EXACT_CLASSES`].
+fn distinct_sizes(problem: &Problem) -> Option<Vec<u64>> {
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut last = None;
+    for b in problem.buffers() {
+        if b.size == 0 || b.fixed_offset.is_some() || last == Some(b.size) {
+            continue;
+        }
+        last = Some(b.size);
+        if let Err(at) = sizes.binary_search(&b.size) {
+            if sizes.len() == EXACT_CLASSES {
+                return None;
+            }
+            sizes.insert(at, b.size);
+        }
+    }
+    Some(sizes)
 }
 
 /// The highest end of a buffer with a fixed offset (0 when none), once it is known that
@@ -419,10 +480,39 @@ fn fixed_top(problem: &Problem) -> Result<u64, PlanError> {
     Ok(top)
 }
 
-/// The slabs of [`pow2_slabs`].
-#[derive(Default)]
+/// How [`slabs`] rounds sizes up to classes.
+enum Classes {
+    /// The next power of two.
+    Pow2,
+    /// The sizes themselves, sorted.
+    Exact(Vec<u64>),
+}
+
+impl Classes {
+    fn count(&self) -> usize {
+        match self {
+            Classes::Pow2 => 64,
+            Classes::Exact(sizes) => sizes.len(),
+        }
+    }
+
+    /// The class of a size `>= 1`: its index (below [`Classes::count`]) and its bytes;
+    /// `None` when the next power of two exceeds 2^63, or for a size not in the list.
+    fn of(&self, size: u64) -> Option<(usize, u64)> {
+        match self {
+            Classes::Pow2 => {
+                let bytes = size.checked_next_power_of_two()?;
+                Some((bytes.trailing_zeros() as usize, bytes))
+            }
+            Classes::Exact(sizes) => sizes.binary_search(&size).ok().map(|k| (k, size)),
+        }
+    }
+}
+
+/// The slabs of [`slabs`] under one set of classes.
 struct Slabs {
-    /// For each alignment met, the slab of each class ([`class_of`]'s index), if any.
+    classes: Classes,
+    /// For each alignment met, the slab of each class, if any.
     by_alignment: Vec<(u64, Vec<Option<u32>>)>,
     slabs: Vec<Slab>,
 }
@@ -437,24 +527,23 @@ struct Slab {
     free: Vec<u32>,
 }
 
-/// How many classes [`class_of`] numbers.
-const CLASSES: usize = 64;
-
-/// The class of a size `>= 1`: the next power of two, `2^k` (`None` when that exceeds
-/// 2^63), and its index `k`.
-fn class_of(size: u64) -> Option<(usize, u64)> {
-    let bytes = size.checked_next_power_of_two()?;
-    Some((bytes.trailing_zeros() as usize, bytes))
-}
-
 impl Slabs {
+    fn new(classes: Classes) -> Slabs {
+        Slabs {
+            classes,
+            by_alignment: Vec::new(),
+            slabs: Vec::new(),
+        }
+    }
+
     /// The slab of a buffer of `size >= 1` and `alignment`, made when first needed.
     fn of(&mut self, size: u64, alignment: u64) -> Result<u32, PlanError> {
-        let (class, bytes) = class_of(size).ok_or(PlanError::ArenaOverflow)?;
+        let (class, bytes) = self.classes.of(size).ok_or(PlanError::ArenaOverflow)?;
         let table = match self.by_alignment.iter().position(|(a, _)| *a == alignment) {
             Some(k) => k,
             None => {
-                self.by_alignment.push((alignment, vec![None; CLASSES]));
+                let count = self.classes.count();
+                self.by_alignment.push((alignment, vec![None; count]));
                 self.by_alignment.len() - 1
             }
         };
@@ -464,7 +553,10 @@ impl Slabs {
         let stride = bytes
             .checked_next_multiple_of(alignment)
             .ok_or(PlanError::ArenaOverflow)?;
-        let slab = self.slabs.len() as u32;
+        let slab = u32::try_from(self.slabs.len())
+            .ok()
+            .filter(|&slab| slab < ALONE)
+            .ok_or_else(|| PlanError::Internal("more than 2^31 slabs".into()))?;
         self.slabs.push(Slab {
             stride,
             alignment,
@@ -473,6 +565,48 @@ impl Slabs {
         });
         self.by_alignment[table].1[class] = Some(slab);
         Ok(slab)
+    }
+
+    /// The sweep: the slot of each of `items` (sorted by start) in its slab `slab_of`.
+    fn assign(&mut self, items: &[SlabItem], slab_of: impl Fn(&SlabItem) -> u32) -> Vec<u32> {
+        let mut slots = Vec::with_capacity(items.len());
+        // (slab, slot) of the live buffers by end.
+        let mut expiry = MonotoneQueue::new();
+        for item in items {
+            expiry.pop_until(item.start, |(slab, slot): (u32, u32)| {
+                self.slabs[slab as usize].free.push(slot);
+            });
+            let slab = slab_of(item);
+            let s = &mut self.slabs[slab as usize];
+            let slot = s.free.pop().unwrap_or_else(|| {
+                s.slots += 1;
+                s.slots - 1
+            });
+            // A slot held by a buffer of a conflict pair is never freed, so that its
+            // partner, placed before or after it, cannot get it.
+            if item.slab & ALONE == 0 {
+                expiry.push(item.end, (slab, slot));
+            }
+            slots.push(slot);
+        }
+        slots
+    }
+
+    /// Each slab's (base, stride), the slabs one above the other from `base`, and the top.
+    fn layout(&self, base: u64) -> Result<Layout, PlanError> {
+        let mut bases = Vec::with_capacity(self.slabs.len());
+        let mut top = base;
+        for s in &self.slabs {
+            let base = top
+                .checked_next_multiple_of(s.alignment)
+                .ok_or(PlanError::ArenaOverflow)?;
+            top = u64::from(s.slots)
+                .checked_mul(s.stride)
+                .and_then(|bytes| base.checked_add(bytes))
+                .ok_or(PlanError::ArenaOverflow)?;
+            bases.push((base, s.stride));
+        }
+        Ok((bases, top))
     }
 }
 
@@ -536,29 +670,60 @@ mod tests {
         }
     }
 
+    /// [`SlabItem`]s of `problem` under `slabs`' classes (every buffer placed).
+    fn slab_items(problem: &Problem, slabs: &mut Slabs) -> Vec<SlabItem> {
+        let mut items: Vec<SlabItem> = (0u32..)
+            .zip(problem.buffers())
+            .filter(|(_, b)| b.size > 0)
+            .map(|(id, b)| SlabItem {
+                start: b.lifetime.start,
+                end: b.lifetime.end,
+                id,
+                slab: slabs.of(b.size, b.alignment).unwrap(),
+            })
+            .collect();
+        crate::radix::sort_by_u64_key(&mut items, |item| item.start);
+        items
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1000))]
         #[test]
-        fn pow2_slabs_are_valid_and_never_share_a_slot(buffers in buffers()) {
+        fn slabs_are_valid(buffers in buffers()) {
             let problem = Problem::from_buffers(buffers).unwrap();
-            let plan = pow2_slabs(&problem).unwrap();
+            let plan = slabs(&problem).unwrap();
             prop_assert!(check(&problem, &plan).is_valid());
-            // Each buffer sits at a whole slot of its class's stride inside its slab: the
-            // offsets of one size class and alignment differ by multiples of the stride.
-            let buffers = problem.buffers();
-            for (i, a) in buffers.iter().enumerate() {
-                for (j, b) in buffers.iter().enumerate().skip(i + 1) {
-                    let (_, class) = class_of(a.size.max(1)).unwrap();
-                    let same = a.size > 0
-                        && b.size > 0
-                        && class_of(b.size).unwrap().1 == class
-                        && a.alignment == b.alignment;
-                    if same {
-                        let stride = class.next_multiple_of(a.alignment);
-                        let (x, y) = (plan.offsets[i], plan.offsets[j]);
-                        prop_assert_eq!(x.abs_diff(y) % stride, 0);
+        }
+
+        #[test]
+        fn a_slab_has_as_many_slots_as_buffers_live_at_once(
+            buffers in buffers(),
+            exact in any::<bool>(),
+        ) {
+            let problem = Problem::from_buffers(buffers).unwrap();
+            let classes = match distinct_sizes(&problem) {
+                Some(sizes) if exact => Classes::Exact(sizes),
+                _ => Classes::Pow2,
+            };
+            let mut slabs = Slabs::new(classes);
+            let items = slab_items(&problem, &mut slabs);
+            let slots = slabs.assign(&items, |item| item.slab);
+            for (k, a) in items.iter().enumerate() {
+                for (l, b) in items.iter().enumerate().skip(k + 1) {
+                    if a.slab == b.slab && a.start < b.end && b.start < a.end {
+                        prop_assert_ne!(slots[k], slots[l]);
                     }
                 }
+            }
+            for (slab, s) in slabs.slabs.iter().enumerate() {
+                let live = |t: u64| {
+                    items
+                        .iter()
+                        .filter(|i| i.slab == slab as u32 && i.start <= t && t < i.end)
+                        .count() as u32
+                };
+                let peak = items.iter().map(|i| live(i.start)).max().unwrap_or(0);
+                prop_assert_eq!(s.slots, peak);
             }
         }
     }
@@ -566,7 +731,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(500))]
         #[test]
-        fn pow2_slabs_keep_fixed_offsets_conflicts_and_gaps_valid(
+        fn slabs_keep_fixed_offsets_conflicts_and_gaps_valid(
             buffers in buffers(),
             fixed in prop::collection::vec(any::<bool>(), 80),
             gapped in prop::collection::vec(any::<bool>(), 80),
@@ -594,7 +759,7 @@ mod tests {
                 .map(|(a, b)| (crate::BufferId(a as u32), crate::BufferId(b as u32)))
                 .collect();
             let problem = Problem::new(buffers, conflicts).unwrap();
-            let plan = pow2_slabs(&problem).unwrap();
+            let plan = slabs(&problem).unwrap();
             prop_assert!(check(&problem, &plan).is_valid());
             for (b, &offset) in problem.buffers().iter().zip(&plan.offsets) {
                 if let Some(fixed) = b.fixed_offset {
@@ -605,7 +770,7 @@ mod tests {
     }
 
     #[test]
-    fn pow2_slabs_refuse_clashing_fixed_offsets_like_the_engine() {
+    fn slabs_refuse_clashing_fixed_offsets_like_the_engine() {
         let mut a = Buffer::new("a", 8, 0, 4);
         a.fixed_offset = Some(0);
         let mut b = Buffer::new("b", 8, 2, 6);
@@ -617,14 +782,14 @@ mod tests {
             a: "a".into(),
             b: "b".into(),
         };
-        assert_eq!(pow2_slabs(&problem), Err(clash.clone()));
+        assert_eq!(slabs(&problem), Err(clash.clone()));
         let mut engine = Engine::new(&problem);
         assert_eq!(engine.place_fixed(), Err(clash));
         // Not live together: no clash; the slabs go above the highest fixed buffer.
         let mut apart = problem.buffers().to_vec();
         apart[3].lifetime = crate::problem::Lifetime::new(4, 6).unwrap();
         let apart = Problem::from_buffers(apart).unwrap();
-        let plan = pow2_slabs(&apart).unwrap();
+        let plan = slabs(&apart).unwrap();
         assert!(check(&apart, &plan).is_valid());
         assert_eq!(plan.offsets, [0, 72, 64, 4]);
     }
@@ -641,25 +806,44 @@ mod tests {
             Buffer::new("d", 16, 4, 6),
         ];
         let problem = Problem::new(buffers, [(crate::BufferId(1), crate::BufferId(2))]).unwrap();
-        let plan = pow2_slabs(&problem).unwrap();
+        let plan = slabs(&problem).unwrap();
         assert!(check(&problem, &plan).is_valid());
         assert_eq!(plan.offsets, [0, 0, 16, 32]);
     }
 
     #[test]
-    fn classes_are_powers_of_two() {
-        assert_eq!(class_of(1), Some((0, 1)));
-        assert_eq!(class_of(3), Some((2, 4)));
-        assert_eq!(class_of(64), Some((6, 64)));
-        assert_eq!(class_of(65), Some((7, 128)));
-        assert_eq!(class_of(1 << 63), Some((63, 1 << 63)));
-        assert_eq!(class_of((1 << 63) + 1), None);
+    fn classes_are_powers_of_two_or_the_sizes() {
+        let pow2 = Classes::Pow2;
+        assert_eq!(pow2.of(1), Some((0, 1)));
+        assert_eq!(pow2.of(3), Some((2, 4)));
+        assert_eq!(pow2.of(64), Some((6, 64)));
+        assert_eq!(pow2.of(65), Some((7, 128)));
+        assert_eq!(pow2.of(1 << 63), Some((63, 1 << 63)));
+        assert_eq!(pow2.of((1 << 63) + 1), None);
+        let exact = Classes::Exact(vec![3, 100, 4096]);
+        assert_eq!(exact.of(100), Some((1, 100)));
+        assert_eq!(exact.of(101), None);
+        // Distinct sizes up to the limit, sorted; fixed and zero-size buffers do not count.
+        let mut fixed = Buffer::new("fixed", 7, 0, 1);
+        fixed.fixed_offset = Some(0);
+        let few: Vec<Buffer> = (0..1000u64)
+            .map(|i| Buffer::new(format!("b{i}"), 1 + i % 5 * 10, i, i + 1))
+            .chain([fixed, Buffer::new("zero", 0, 0, 1)])
+            .collect();
+        let few = Problem::from_buffers(few).unwrap();
+        assert_eq!(distinct_sizes(&few), Some(vec![1, 11, 21, 31, 41]));
+        let many: Vec<Buffer> = (0..=EXACT_CLASSES as u64)
+            .map(|i| Buffer::new(format!("b{i}"), 1 + i, 0, 1))
+            .collect();
+        assert_eq!(distinct_sizes(&Problem::from_buffers(many).unwrap()), None);
     }
 
     #[test]
-    fn pow2_slabs_reuse_freed_slots_and_stack_the_slabs() {
-        // Two 100-byte buffers one after the other share a slot of 128; a 3-byte buffer
-        // live with both gets a slab of its own above (class 4, aligned to 8).
+    fn slabs_reuse_freed_slots_and_stack_the_slabs() {
+        // Two 100-byte buffers one after the other share a slot; a 3-byte buffer live with
+        // both gets a slab of its own above, aligned to 8. With the sizes themselves as
+        // classes the slots are of 100 and 8 bytes (top 112), with powers of two of 128
+        // and 8 (top 136): the sizes win.
         let mut small = Buffer::new("small", 3, 0, 4);
         small.alignment = 8;
         let problem = Problem::from_buffers(vec![
@@ -668,13 +852,31 @@ mod tests {
             small,
         ])
         .unwrap();
-        let plan = pow2_slabs(&problem).unwrap();
+        let plan = slabs(&problem).unwrap();
         assert!(check(&problem, &plan).is_valid());
-        assert_eq!(plan.offsets, [0, 0, 128]);
-        assert_eq!(plan.arena_bytes, Some(131));
-        // Sizes whose classes overflow are an error, not a wrong plan.
+        assert_eq!(plan.offsets, [0, 0, 104]);
+        assert_eq!(plan.arena_bytes, Some(107));
+        // Three sizes one after the other: three slabs of one slot each (303 bytes) with
+        // the sizes, one slot of 128 with powers of two, which win.
+        let problem = Problem::from_buffers(vec![
+            Buffer::new("a", 100, 0, 2),
+            Buffer::new("b", 101, 2, 4),
+            Buffer::new("c", 102, 4, 6),
+        ])
+        .unwrap();
+        let plan = slabs(&problem).unwrap();
+        assert!(check(&problem, &plan).is_valid());
+        assert_eq!(plan.offsets, [0, 0, 0]);
+        // A size without a power of two in 64 bits is its own class.
         let huge = Problem::from_buffers(vec![Buffer::new("h", (1 << 63) + 1, 0, 1)]).unwrap();
-        assert_eq!(pow2_slabs(&huge), Err(PlanError::ArenaOverflow));
+        assert_eq!(slabs(&huge).unwrap().offsets, [0]);
+        // Sizes whose slabs overflow either way are an error, not a wrong plan.
+        let two = Problem::from_buffers(vec![
+            Buffer::new("h", (1 << 63) + 1, 0, 1),
+            Buffer::new("g", (1 << 63) + 1, 0, 1),
+        ])
+        .unwrap();
+        assert_eq!(slabs(&two), Err(PlanError::ArenaOverflow));
     }
 
     #[test]
