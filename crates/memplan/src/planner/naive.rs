@@ -1,6 +1,6 @@
 //! `naive`: one block per buffer, nothing shared.
 
-use super::placement::Engine;
+use super::placement::fixed_top;
 use super::{PlanError, Planner};
 use crate::plan::Plan;
 use crate::problem::Problem;
@@ -31,16 +31,8 @@ impl Planner for Naive {
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
         // Fixed buffers that must not share bytes but overlap make every plan invalid.
-        if problem.buffers().iter().any(|b| b.fixed_offset.is_some()) {
-            Engine::new(problem).place_fixed()?;
-        }
+        let mut top = fixed_top(problem)?;
         let buffers = problem.buffers();
-        let mut top = 0u64;
-        for b in buffers {
-            if let (Some(fixed), true) = (b.fixed_offset, b.size > 0) {
-                top = top.max(fixed.checked_add(b.size).ok_or(PlanError::ArenaOverflow)?);
-            }
-        }
         let mut offsets = Vec::with_capacity(buffers.len());
         for b in buffers {
             let offset = match b.fixed_offset {

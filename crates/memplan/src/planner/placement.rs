@@ -895,6 +895,37 @@ impl<'p> Engine<'p> {
     }
 }
 
+/// The highest end of a buffer with a fixed offset (0 when none), once it is known that
+/// no two of them clash ([`PlanError::FixedOffsetsClash`] otherwise, as
+/// [`Engine::place_fixed`] names it): an engine places them alone, in a problem of their
+/// own, so that the check costs the fixed buffers, not the whole problem.
+pub(crate) fn fixed_top(problem: &Problem) -> Result<u64, PlanError> {
+    let buffers = problem.buffers();
+    let mut index = vec![u32::MAX; buffers.len()];
+    let mut fixed = Vec::new();
+    let mut top = 0u64;
+    for (i, b) in buffers.iter().enumerate() {
+        if let Some(offset) = b.fixed_offset {
+            index[i] = fixed.len() as u32;
+            fixed.push(b.clone());
+            if b.size > 0 {
+                // `Problem::new` guarantees that it fits.
+                top = top.max(offset + b.size);
+            }
+        }
+    }
+    if fixed.len() > 1 {
+        let conflicts = problem.conflicts().iter().filter_map(|&(a, b)| {
+            let (a, b) = (index[a.index()], index[b.index()]);
+            (a != u32::MAX && b != u32::MAX).then_some((crate::BufferId(a), crate::BufferId(b)))
+        });
+        let alone = Problem::new(fixed, conflicts)
+            .map_err(|e| PlanError::Internal(format!("the fixed buffers alone: {e}")))?;
+        Engine::new(&alone).place_fixed()?;
+    }
+    Ok(top)
+}
+
 /// Appends the merge of two sorted runs to `out`.
 pub(crate) fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
     out.reserve(a.len() + b.len());

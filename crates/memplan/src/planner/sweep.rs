@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use std::time::Instant;
 
-use super::placement::{current_deadline, Engine, DEADLINE_EVERY};
+use super::placement::{current_deadline, fixed_top, DEADLINE_EVERY};
 use super::PlanError;
 use crate::plan::Plan;
 use crate::problem::{Buffer, Problem};
@@ -451,35 +451,6 @@ fn distinct_sizes(problem: &Problem) -> Option<Vec<u64>> {
     Some(sizes)
 }
 
-/// The highest end of a buffer with a fixed offset (0 when none), once it is known that
-/// no two of them clash: the engine places them alone, in a problem of their own.
-fn fixed_top(problem: &Problem) -> Result<u64, PlanError> {
-    let buffers = problem.buffers();
-    let mut index = vec![u32::MAX; buffers.len()];
-    let mut fixed = Vec::new();
-    let mut top = 0u64;
-    for (i, b) in buffers.iter().enumerate() {
-        if let Some(offset) = b.fixed_offset {
-            index[i] = fixed.len() as u32;
-            fixed.push(b.clone());
-            if b.size > 0 {
-                // `Problem::new` guarantees that it fits.
-                top = top.max(offset + b.size);
-            }
-        }
-    }
-    if fixed.len() > 1 {
-        let conflicts = problem.conflicts().iter().filter_map(|&(a, b)| {
-            let (a, b) = (index[a.index()], index[b.index()]);
-            (a != u32::MAX && b != u32::MAX).then_some((crate::BufferId(a), crate::BufferId(b)))
-        });
-        let alone = Problem::new(fixed, conflicts)
-            .map_err(|e| PlanError::Internal(format!("the fixed buffers alone: {e}")))?;
-        Engine::new(&alone).place_fixed()?;
-    }
-    Ok(top)
-}
-
 /// How [`slabs`] rounds sizes up to classes.
 enum Classes {
     /// The next power of two.
@@ -614,7 +585,7 @@ impl Slabs {
 mod tests {
     use super::*;
     use crate::checker::check;
-    use crate::planner::placement::{plan_in_order, Fit};
+    use crate::planner::placement::{plan_in_order, Engine, Fit};
     use crate::problem::Buffer;
     use proptest::prelude::*;
 

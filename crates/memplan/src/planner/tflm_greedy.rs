@@ -23,7 +23,7 @@
 
 use std::collections::HashSet;
 
-use super::placement::Engine;
+use super::placement::fixed_top;
 use super::{PlanError, Planner};
 use crate::plan::Plan;
 use crate::problem::Problem;
@@ -41,9 +41,8 @@ impl Planner for TflmGreedy {
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
-        if problem.buffers().iter().any(|b| b.fixed_offset.is_some()) {
-            Engine::new(problem).place_fixed()?;
-        }
+        // Refuses clashing fixed offsets.
+        fixed_top(problem)?;
         let offsets = tflm_greedy_offsets(problem)?;
         Plan::new(problem, offsets).ok_or(PlanError::ArenaOverflow)
     }
