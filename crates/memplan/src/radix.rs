@@ -79,7 +79,6 @@ pub(crate) struct MonotoneQueue<T> {
     /// The least key in each bucket (`u64::MAX` when empty): a bucket is not scanned to
     /// learn that nothing in it is due yet.
     mins: [u64; 65],
-    len: usize,
 }
 
 impl<T> MonotoneQueue<T> {
@@ -89,7 +88,6 @@ impl<T> MonotoneQueue<T> {
             last: 0,
             buckets: (0..65).map(|_| Vec::new()).collect(),
             mins: [u64::MAX; 65],
-            len: 0,
         }
     }
 
@@ -105,7 +103,6 @@ impl<T> MonotoneQueue<T> {
             "a monotone queue's key went below the last taken"
         );
         self.put(key, value);
-        self.len += 1;
     }
 
     fn put(&mut self, key: u64, value: T) {
@@ -138,7 +135,6 @@ impl<T> MonotoneQueue<T> {
             if self.last > limit {
                 return;
             }
-            self.len -= self.buckets[0].len();
             self.mins[0] = u64::MAX;
             for (_, value) in self.buckets[0].drain(..) {
                 f(value);
@@ -149,7 +145,7 @@ impl<T> MonotoneQueue<T> {
     /// How many entries it holds.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.len
+        self.buckets.iter().map(Vec::len).sum()
     }
 }
 
