@@ -238,6 +238,13 @@ impl List {
     }
 }
 
+/// What a placement reads of a buffer besides its segments.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    size: u64,
+    alignment: u64,
+}
+
 /// A live segment, in compressed coordinates.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
@@ -249,18 +256,35 @@ struct Segment {
 }
 
 /// Places buffers one at a time; see the module documentation.
+///
+/// Inside, buffers are numbered by their *rank*: their position in the order given to
+/// [`Engine::ordered`] (the buffers it leaves out follow, by id), which every per-buffer
+/// array below is indexed by. A greedy run places them in rank order, so that these arrays
+/// are read one after the other instead of at random (issue #18: at 10^6 buffers, each
+/// random read of a buffer's size, segments or offset was a cache and TLB miss, and
+/// together they took a third of `strip`'s placement loop).
 pub(crate) struct Engine<'p> {
     problem: &'p Problem,
-    /// `segments[segment_first[i]..segment_first[i + 1]]` are buffer `i`'s live segments.
+    /// `ids[r]`: the buffer of rank `r`.
+    ids: Vec<u32>,
+    /// `ranks[i]`: buffer `i`'s rank.
+    ranks: Vec<u32>,
+    /// How many ranks the order given to [`Engine::ordered`] numbered.
+    ordered: usize,
+    /// Size and alignment by rank.
+    shapes: Vec<Shape>,
+    /// `segments[segment_first[r]..segment_first[r + 1]]` are rank `r`'s live segments.
     segment_first: Vec<u32>,
     segments: Vec<Segment>,
     /// Number of leaves `T` (distinct segment starts).
     leaves: usize,
     /// The tree's nodes, both lists of each together ([`Node`]).
     nodes: Vec<Node>,
-    /// `conflict_partners[conflict_first[i]..conflict_first[i + 1]]`: buffer `i`'s partners.
+    /// `conflict_partners[conflict_first[r]..conflict_first[r + 1]]`: the ranks of rank
+    /// `r`'s conflict partners.
     conflict_first: Vec<u32>,
     conflict_partners: Vec<u32>,
+    /// Offset by rank (meaningful once placed).
     offsets: Vec<u64>,
     placed: Vec<bool>,
     /// The sorted runs gathered for the current placement (reused to avoid allocations).
@@ -291,7 +315,7 @@ struct Recency {
     tag: Vec<u32>,
     /// `sub[node]`: the latest update touching some leaf below the node.
     sub: Vec<u32>,
-    /// `sequence[k]`: the buffer placed `k`-th.
+    /// `sequence[k]`: the rank of the buffer placed `k`-th.
     sequence: Vec<u32>,
 }
 
@@ -360,7 +384,7 @@ fn canonical(n: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
 /// The undo log of a trial: enough to restore every node list and placed flag.
 #[derive(Default)]
 struct Journal {
-    /// Buffers placed during the trial.
+    /// The ranks placed during the trial.
     placed: Vec<u32>,
     /// Node-list edits in the order they were made.
     edits: Vec<Edit>,
@@ -403,15 +427,62 @@ pub(crate) fn for_each_segment(buffer: &Buffer, f: impl FnMut(Lifetime)) {
 }
 
 impl<'p> Engine<'p> {
-    /// Prepares an empty arena for `problem`: nothing is placed yet.
+    /// Prepares an empty arena for `problem`: nothing is placed yet. Buffers are ranked
+    /// by id.
     pub(crate) fn new(problem: &'p Problem) -> Engine<'p> {
+        Engine::ordered(problem, &[])
+    }
+
+    /// [`Engine::new`], ranking the buffers in the order they first appear in `order`
+    /// (ids of `problem`), then the others by id: placing them in that order reads the
+    /// engine's per-buffer arrays in sequence. Which buffer goes where does not depend
+    /// on the ranks.
+    pub(crate) fn ordered(problem: &'p Problem, order: &[u32]) -> Engine<'p> {
+        Engine::of_members(problem, order, |_| true)
+    }
+
+    /// [`Engine::ordered`] for the buffers that `member` accepts: the others are never
+    /// looked up nor recorded (they have no segments, like a zero-size buffer), and must
+    /// not be placed.
+    fn of_members(
+        problem: &'p Problem,
+        order: &[u32],
+        member: impl Fn(usize) -> bool,
+    ) -> Engine<'p> {
         let buffers = problem.buffers();
+        let mut ranks = vec![u32::MAX; buffers.len()];
+        let mut ids = Vec::with_capacity(buffers.len());
+        for &id in order {
+            let rank = &mut ranks[id as usize];
+            if *rank == u32::MAX {
+                *rank = ids.len() as u32;
+                ids.push(id);
+            }
+        }
+        let ordered = ids.len();
+        for (id, rank) in (0u32..).zip(ranks.iter_mut()) {
+            if *rank == u32::MAX {
+                *rank = ids.len() as u32;
+                ids.push(id);
+            }
+        }
+        let shapes: Vec<Shape> = ids
+            .iter()
+            .map(|&id| {
+                let b = &buffers[id as usize];
+                Shape {
+                    size: b.size,
+                    alignment: b.alignment,
+                }
+            })
+            .collect();
         let mut raw: Vec<Lifetime> = Vec::with_capacity(buffers.len());
         let mut segment_first = Vec::with_capacity(buffers.len() + 1);
-        for buffer in buffers {
+        for &id in &ids {
+            let buffer = &buffers[id as usize];
             segment_first.push(raw.len() as u32);
             // A zero-size buffer is never looked up nor recorded: it needs no segment.
-            if buffer.size > 0 {
+            if buffer.size > 0 && member(id as usize) {
                 for_each_segment(buffer, |s| raw.push(s));
             }
         }
@@ -449,8 +520,8 @@ impl<'p> Engine<'p> {
 
         let mut degree = vec![0u32; buffers.len() + 1];
         for &(a, b) in problem.conflicts() {
-            degree[a.index()] += 1;
-            degree[b.index()] += 1;
+            degree[ranks[a.index()] as usize] += 1;
+            degree[ranks[b.index()] as usize] += 1;
         }
         let mut conflict_first = Vec::with_capacity(buffers.len() + 1);
         let mut total = 0u32;
@@ -462,10 +533,11 @@ impl<'p> Engine<'p> {
         let mut fill = conflict_first.clone();
         let mut conflict_partners = vec![0u32; total as usize];
         for &(a, b) in problem.conflicts() {
-            conflict_partners[fill[a.index()] as usize] = b.0;
-            fill[a.index()] += 1;
-            conflict_partners[fill[b.index()] as usize] = a.0;
-            fill[b.index()] += 1;
+            let (a, b) = (ranks[a.index()], ranks[b.index()]);
+            conflict_partners[fill[a as usize] as usize] = b;
+            fill[a as usize] += 1;
+            conflict_partners[fill[b as usize] as usize] = a;
+            fill[b as usize] += 1;
         }
 
         let mut nodes = vec![Node::default(); 2 * leaves];
@@ -480,6 +552,10 @@ impl<'p> Engine<'p> {
 
         Engine {
             problem,
+            ids,
+            ranks,
+            ordered,
+            shapes,
             segment_first,
             segments,
             leaves,
@@ -501,19 +577,23 @@ impl<'p> Engine<'p> {
     /// An empty arena that can also place with [`Fit::Stacked`] (it keeps track of the
     /// order of placement over time, at `O(log² T)` per placement).
     pub(crate) fn stacking(problem: &'p Problem) -> Engine<'p> {
-        let mut engine = Engine::new(problem);
-        engine.recency = Some(Recency::new(engine.leaves));
-        engine
+        Engine::new(problem).stacked()
+    }
+
+    /// This (empty) engine, able to place with [`Fit::Stacked`] too.
+    fn stacked(mut self) -> Engine<'p> {
+        self.recency = Some(Recency::new(self.leaves));
+        self
     }
 
     /// [`Fit::Stacked`]'s floor: the top of the buffer placed last among the placed ones
-    /// overlapping `buffer` in time, or 0.
-    fn stacked_floor(&self, buffer: usize) -> u64 {
+    /// overlapping rank `rank` in time, or 0.
+    fn stacked_floor(&self, rank: usize) -> u64 {
         let Some(recency) = &self.recency else {
             return 0;
         };
         let mut latest = 0;
-        for index in self.segments_of(buffer) {
+        for index in self.segments_of(rank) {
             let s = self.segments[index];
             latest = latest.max(recency.query(s.start_leaf as usize, s.end_bound as usize));
         }
@@ -522,33 +602,34 @@ impl<'p> Engine<'p> {
             k => {
                 let j = recency.sequence[k as usize - 1] as usize;
                 // `place` was given an offset whose top fits in a u64.
-                self.offsets[j] + self.problem.buffers()[j].size
+                self.offsets[j] + self.shapes[j].size
             }
         }
     }
 
-    fn segments_of(&self, buffer: usize) -> std::ops::Range<usize> {
-        self.segment_first[buffer] as usize..self.segment_first[buffer + 1] as usize
+    fn segments_of(&self, rank: usize) -> std::ops::Range<usize> {
+        self.segment_first[rank] as usize..self.segment_first[rank + 1] as usize
     }
 
-    fn partners_of(&self, buffer: usize) -> &[u32] {
+    fn partners_of(&self, rank: usize) -> &[u32] {
         &self.conflict_partners
-            [self.conflict_first[buffer] as usize..self.conflict_first[buffer + 1] as usize]
+            [self.conflict_first[rank] as usize..self.conflict_first[rank + 1] as usize]
     }
 
     /// True when the buffer has been placed.
+    #[cfg(test)]
     pub(crate) fn is_placed(&self, buffer: usize) -> bool {
-        self.placed[buffer]
+        self.placed[self.ranks[buffer] as usize]
     }
 
     /// Collects into `runs` the sorted runs whose ranges are, together, the address ranges
-    /// of the placed buffers that `buffer` must not share bytes with (possibly overlapping
-    /// or repeated).
-    fn gather(&mut self, buffer: usize) {
+    /// of the placed buffers that rank `rank` must not share bytes with (possibly
+    /// overlapping or repeated).
+    fn gather(&mut self, rank: usize) {
         self.runs.clear();
         self.partners.clear();
         let n = self.leaves;
-        for index in self.segments_of(buffer) {
+        for index in self.segments_of(rank) {
             let segment = self.segments[index];
             // Case 1: placed segments starting in [s, e).
             canonical(
@@ -572,12 +653,12 @@ impl<'p> Engine<'p> {
             }
         }
         let (first, last) = (
-            self.conflict_first[buffer] as usize,
-            self.conflict_first[buffer + 1] as usize,
+            self.conflict_first[rank] as usize,
+            self.conflict_first[rank + 1] as usize,
         );
         for k in first..last {
             let partner = self.conflict_partners[k] as usize;
-            let size = self.problem.buffers()[partner].size;
+            let size = self.shapes[partner].size;
             if self.placed[partner] && size > 0 {
                 let offset = self.offsets[partner];
                 self.partners.push((offset, offset + size));
@@ -598,20 +679,25 @@ impl<'p> Engine<'p> {
         }
     }
 
-    /// The offset `fit` chooses for `buffer` among the gaps left by the placed buffers it
-    /// must not share bytes with, or on top of them; 0 for a zero-size buffer. Does not
+    /// The offset `fit` chooses for rank `rank` among the gaps left by the placed buffers
+    /// it must not share bytes with, or on top of them; 0 for a zero-size buffer. Does not
     /// place it.
-    pub(crate) fn find(&mut self, buffer: usize, fit: Fit) -> Result<u64, PlanError> {
-        if self.problem.buffers()[buffer].size == 0 {
-            return Ok(0);
-        }
+    fn find(&mut self, rank: usize, fit: Fit) -> Result<u64, PlanError> {
         let floor = match fit {
-            Fit::Stacked => self.stacked_floor(buffer),
+            Fit::Stacked => self.stacked_floor(rank),
             _ => 0,
         };
-        self.gather(buffer);
-        let b = &self.problem.buffers()[buffer];
-        let mut gaps = Gaps::new(floor, b.size, b.alignment, fit);
+        self.find_from(rank, fit, floor)
+    }
+
+    /// [`Engine::find`] among the offsets at or above `floor` only.
+    fn find_from(&mut self, rank: usize, fit: Fit, floor: u64) -> Result<u64, PlanError> {
+        let shape = self.shapes[rank];
+        if shape.size == 0 {
+            return Ok(0);
+        }
+        self.gather(rank);
+        let mut gaps = Gaps::new(floor, shape.size, shape.alignment, fit);
         let mut heap = std::mem::take(&mut self.heap);
         heap.clear();
         let mut next = std::mem::take(&mut self.next);
@@ -662,25 +748,26 @@ impl<'p> Engine<'p> {
         }
     }
 
-    /// Records `buffer` at `offset`. The caller guarantees `offset + size` fits in a `u64`.
-    pub(crate) fn place(&mut self, buffer: usize, offset: u64) {
-        debug_assert!(!self.placed[buffer]);
-        let size = self.problem.buffers()[buffer].size;
+    /// Records rank `rank` at `offset`. The caller guarantees `offset + size` fits in a
+    /// `u64`.
+    fn place(&mut self, rank: usize, offset: u64) {
+        debug_assert!(!self.placed[rank]);
+        let size = self.shapes[rank].size;
         let range = (offset, offset + size);
-        self.offsets[buffer] = offset;
-        self.placed[buffer] = true;
+        self.offsets[rank] = offset;
+        self.placed[rank] = true;
         if let Some(journal) = &mut self.journal {
-            journal.placed.push(buffer as u32);
+            journal.placed.push(rank as u32);
         }
         if size == 0 {
             // It occupies nothing: no node list gets a range.
             return;
         }
         if let Some(recency) = &mut self.recency {
-            recency.sequence.push(buffer as u32);
+            recency.sequence.push(rank as u32);
             let value = recency.sequence.len() as u32;
             let mut edits = self.journal.as_mut().map(|j| &mut j.recency);
-            for index in self.segment_first[buffer]..self.segment_first[buffer + 1] {
+            for index in self.segment_first[rank]..self.segment_first[rank + 1] {
                 let s = self.segments[index as usize];
                 recency.update(
                     s.start_leaf as usize,
@@ -695,7 +782,7 @@ impl<'p> Engine<'p> {
             }
         }
         let n = self.leaves;
-        for index in self.segments_of(buffer) {
+        for index in self.segments_of(rank) {
             let segment = self.segments[index];
             let mut p = segment.start_leaf as usize + n;
             while p >= 1 {
@@ -771,22 +858,22 @@ impl<'p> Engine<'p> {
             let sized = journal
                 .placed
                 .iter()
-                .filter(|&&b| self.problem.buffers()[b as usize].size > 0)
+                .filter(|&&r| self.shapes[r as usize].size > 0)
                 .count();
             let kept = recency.sequence.len() - sized;
             recency.sequence.truncate(kept);
         }
-        for &buffer in &journal.placed {
-            self.placed[buffer as usize] = false;
+        for &rank in &journal.placed {
+            self.placed[rank as usize] = false;
         }
     }
 
-    /// Reads a little of every node that placing `buffer` visits (the query's and the
+    /// Reads a little of every node that placing rank `rank` visits (the query's and the
     /// insertion's: both lists of the nodes on the path above the leaf of each segment's
     /// start and of the canonical nodes of the segment) in one loop without dependencies
     /// between its steps, so that their cache misses overlap instead of coming one after
     /// the other inside the dependent steps of the query and the insertion.
-    fn prefetch(&self, buffer: usize) {
+    fn prefetch(&self, rank: usize) {
         let n = self.leaves;
         let touch = |node: &Node| {
             let mut sum = 0u64;
@@ -800,7 +887,7 @@ impl<'p> Engine<'p> {
             sum
         };
         let mut sum = 0u64;
-        for index in self.segments_of(buffer) {
+        for index in self.segments_of(rank) {
             let segment = self.segments[index];
             canonical(
                 n,
@@ -826,9 +913,14 @@ impl<'p> Engine<'p> {
 
     /// Finds `buffer`'s offset with `fit` and places it there.
     pub(crate) fn place_with(&mut self, buffer: usize, fit: Fit) -> Result<u64, PlanError> {
-        self.prefetch(buffer);
-        let offset = self.find(buffer, fit)?;
-        self.place(buffer, offset);
+        self.place_rank_with(self.ranks[buffer] as usize, fit)
+    }
+
+    /// [`Engine::place_with`] by rank.
+    fn place_rank_with(&mut self, rank: usize, fit: Fit) -> Result<u64, PlanError> {
+        self.prefetch(rank);
+        let offset = self.find(rank, fit)?;
+        self.place(rank, offset);
         Ok(offset)
     }
 
@@ -843,13 +935,14 @@ impl<'p> Engine<'p> {
             let Some(offset) = buffer.fixed_offset else {
                 continue;
             };
+            let rank = self.ranks[index] as usize;
             if buffer.size == 0 {
-                self.place(index, offset);
+                self.place(rank, offset);
                 continue;
             }
             // `Problem::new` guarantees that `offset + size` fits.
             let end = offset + buffer.size;
-            self.gather(index);
+            self.gather(rank);
             let clashes = self.runs.iter().any(|&run| {
                 self.run(run)
                     .iter()
@@ -858,7 +951,7 @@ impl<'p> Engine<'p> {
             if clashes {
                 return Err(self.clash(index));
             }
-            self.place(index, offset);
+            self.place(rank, offset);
         }
         Ok(())
     }
@@ -872,14 +965,15 @@ impl<'p> Engine<'p> {
             b.fixed_offset.unwrap_or(0),
             b.fixed_offset.unwrap_or(0) + b.size,
         );
-        let partners = self.partners_of(index);
+        let partners = self.partners_of(self.ranks[index] as usize);
         let other = (0..buffers.len())
             .find(|&j| {
-                self.placed[j]
+                let rank = self.ranks[j] as usize;
+                self.placed[rank]
                     && buffers[j].size > 0
-                    && self.offsets[j] < end
-                    && offset < self.offsets[j] + buffers[j].size
-                    && (partners.contains(&(j as u32)) || b.live_together(&buffers[j]))
+                    && self.offsets[rank] < end
+                    && offset < self.offsets[rank] + buffers[j].size
+                    && (partners.contains(&(rank as u32)) || b.live_together(&buffers[j]))
             })
             .unwrap_or(index);
         PlanError::FixedOffsetsClash {
@@ -888,10 +982,19 @@ impl<'p> Engine<'p> {
         }
     }
 
+    /// The offsets by buffer id (0 for a buffer not placed).
+    fn offsets_by_id(&self) -> Vec<u64> {
+        let mut offsets = vec![0; self.ids.len()];
+        for (&id, &offset) in self.ids.iter().zip(&self.offsets) {
+            offsets[id as usize] = offset;
+        }
+        offsets
+    }
+
     /// The finished plan. Every buffer must have been placed.
     pub(crate) fn into_plan(self) -> Result<Plan, PlanError> {
         debug_assert!(self.placed.iter().all(|&p| p));
-        Plan::new(self.problem, self.offsets).ok_or(PlanError::ArenaOverflow)
+        Plan::new(self.problem, self.offsets_by_id()).ok_or(PlanError::ArenaOverflow)
     }
 }
 
@@ -1065,47 +1168,214 @@ pub(crate) fn plan_in_order_reading(
     order: impl IntoIterator<Item = u32>,
     fit: Fit,
 ) -> Result<(Plan, u64), PlanError> {
-    let mut engine = match fit {
-        Fit::Stacked => Engine::stacking(problem),
-        _ => Engine::new(problem),
-    };
+    let order: Vec<u32> = order.into_iter().collect();
+    if let Some(halves) = Halves::of(problem, fit) {
+        return halves.plan(problem, &order);
+    }
+    let mut engine = Engine::ordered(problem, &order);
+    drop(order);
+    if fit == Fit::Stacked {
+        engine = engine.stacked();
+    }
     engine.place_fixed()?;
     let deadline = DEADLINE.with(Cell::get);
-    let mut order = order.into_iter();
-    let mut placed = 0u32;
-    for id in order.by_ref() {
-        let id = id as usize;
-        if !engine.is_placed(id) {
-            engine.place_with(id, fit)?;
+    // Ranks `0..ordered` are the order's buffers, in its order.
+    let mut ranks = 0..engine.ordered;
+    for rank in ranks.by_ref() {
+        if !engine.placed[rank] {
+            engine.place_rank_with(rank, fit)?;
         }
-        placed = placed.wrapping_add(1);
-        if placed % DEADLINE_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if (rank as u32 + 1) % DEADLINE_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d)
+        {
             break;
         }
     }
     // Past the deadline ([`with_deadline`]): the rest goes on top of everything placed,
     // one above the other, which is valid whatever they must not share bytes with.
-    let buffers = problem.buffers();
-    let mut top = (0..buffers.len())
-        .filter(|&i| engine.placed[i])
-        .map(|i| engine.offsets[i] + buffers[i].size)
+    let mut top = (0..engine.ids.len())
+        .filter(|&r| engine.placed[r])
+        .map(|r| engine.offsets[r] + engine.shapes[r].size)
         .max()
         .unwrap_or(0);
-    for id in order {
-        let id = id as usize;
-        if !engine.placed[id] {
+    for rank in ranks {
+        if !engine.placed[rank] {
+            let shape = engine.shapes[rank];
             let offset = top
-                .checked_next_multiple_of(buffers[id].alignment)
+                .checked_next_multiple_of(shape.alignment)
                 .ok_or(PlanError::ArenaOverflow)?;
             top = offset
-                .checked_add(buffers[id].size)
+                .checked_add(shape.size)
                 .ok_or(PlanError::ArenaOverflow)?;
-            engine.offsets[id] = offset;
-            engine.placed[id] = true;
+            engine.offsets[rank] = offset;
+            engine.placed[rank] = true;
         }
     }
     let reads = engine.reads;
     Ok((engine.into_plan()?, reads))
+}
+
+/// A greedy run of first fit on two threads, with the same plan as on one (issue #18).
+///
+/// Time is cut in two at the median start `c`. A buffer whose live segments all end by
+/// `c` is *left*, one whose segments all start at or after `c` is *right*, any other is
+/// *shared*; a left and a right buffer are never live together. Each half has an engine of
+/// its own, over its buffers and the shared ones, and places them in the order given on
+/// its own thread. A buffer of one half finds in its engine every earlier buffer live
+/// together with it, as on one thread. A shared buffer must avoid the earlier buffers of
+/// both engines: the two threads meet at it and take turns, each raising the candidate to
+/// its own lowest first-fit offset at or above the other's ([`Engine::find_from`]), until
+/// both agree. The offsets only rise, and the first fit over both engines is at or above
+/// each of them and free in both, so they agree exactly there. Best fit does not split
+/// this way (the best gap over both is not found from each), nor does the stacked rule
+/// (its nearest-in-order buffer may be in either half).
+///
+/// Used from [`Halves::SPLIT_FROM`] buffers, without conflict pairs or fixed offsets
+/// (which may tie a left buffer to a right one), and not under a deadline. Whether it is
+/// used depends on the problem alone, not on the machine, so that the address ranges
+/// read ([`Engine::reads`]), which budgets use, are the same everywhere.
+struct Halves {
+    /// `side[i]`: buffer `i`'s half.
+    side: Vec<Side>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+    Shared,
+}
+
+impl Halves {
+    /// The fewest buffers for which a greedy run is split in two.
+    const SPLIT_FROM: usize = 200_000;
+
+    /// The halves of `problem` for a run with `fit`, or `None` when it runs on one thread.
+    fn of(problem: &Problem, fit: Fit) -> Option<Halves> {
+        Halves::from_size(problem, fit, Halves::SPLIT_FROM)
+    }
+
+    /// [`Halves::of`], splitting from `split_from` buffers.
+    fn from_size(problem: &Problem, fit: Fit, split_from: usize) -> Option<Halves> {
+        let buffers = problem.buffers();
+        if fit != Fit::First
+            || buffers.len() < split_from
+            || !problem.conflicts().is_empty()
+            || current_deadline().is_some()
+            || buffers.iter().any(|b| b.fixed_offset.is_some())
+        {
+            return None;
+        }
+        let mut starts: Vec<u64> = buffers.iter().map(|b| b.lifetime.start).collect();
+        let middle = starts.len() / 2;
+        let cut = *starts.select_nth_unstable(middle).1;
+        drop(starts);
+        // The segments of a buffer lie within its lifetime and cover both of its ends.
+        let side = buffers
+            .iter()
+            .map(|b| {
+                if b.size == 0 || b.lifetime.end <= cut {
+                    Side::Left
+                } else if b.lifetime.start >= cut {
+                    Side::Right
+                } else {
+                    Side::Shared
+                }
+            })
+            .collect();
+        Some(Halves { side })
+    }
+
+    /// Places `order` as [`plan_in_order_reading`] does.
+    fn plan(&self, problem: &Problem, order: &[u32]) -> Result<(Plan, u64), PlanError> {
+        let side = &self.side;
+        let of_half = |half: Side| {
+            let order: Vec<u32> = order
+                .iter()
+                .copied()
+                .filter(|&i| matches!(side[i as usize], s if s == half || s == Side::Shared))
+                .collect();
+            Engine::of_members(problem, &order, |i| {
+                side[i] == half || side[i] == Side::Shared
+            })
+        };
+        let (mut left, mut right) = (of_half(Side::Left), of_half(Side::Right));
+        let (to_right, from_left) = std::sync::mpsc::channel();
+        let (to_left, from_right) = std::sync::mpsc::channel();
+        let (left, done_left, done_right) = std::thread::scope(|scope| {
+            let left_thread = scope.spawn(move || {
+                let done = left.place_half(side, |engine, rank| {
+                    let mut offset = 0;
+                    loop {
+                        offset = engine.find_from(rank, Fit::First, offset)?;
+                        to_right.send(offset).map_err(|_| Halves::gone())?;
+                        let theirs = from_right.recv().map_err(|_| Halves::gone())?;
+                        if theirs == offset {
+                            return Ok(offset);
+                        }
+                        offset = theirs;
+                    }
+                });
+                (left, done)
+            });
+            let done_right = right.place_half(side, |engine, rank| loop {
+                let offset = from_left.recv().map_err(|_| Halves::gone())?;
+                let mine = engine.find_from(rank, Fit::First, offset)?;
+                to_left.send(mine).map_err(|_| Halves::gone())?;
+                if mine == offset {
+                    return Ok(offset);
+                }
+            });
+            // The right half's error, if any, drops its channel ends, which stops the
+            // left half at its next shared buffer.
+            drop((to_left, from_left));
+            match left_thread.join() {
+                Ok((left, done_left)) => Ok((left, done_left, done_right)),
+                Err(_) => Err(PlanError::Internal("the left half panicked".into())),
+            }
+        })?;
+        // A half stopped by the other's error reports the other's.
+        match (done_left, done_right) {
+            (Err(e), _) | (_, Err(e)) if e != Halves::gone() => return Err(e),
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+            _ => {}
+        }
+        let mut offsets = vec![0; problem.len()];
+        for engine in [&left, &right] {
+            for rank in 0..engine.ordered {
+                offsets[engine.ids[rank] as usize] = engine.offsets[rank];
+            }
+        }
+        let reads = left.reads.saturating_add(right.reads);
+        let plan = Plan::new(problem, offsets).ok_or(PlanError::ArenaOverflow)?;
+        Ok((plan, reads))
+    }
+
+    /// The error of a half whose other half stopped first (with an error of its own).
+    fn gone() -> PlanError {
+        PlanError::Internal("the other half of a split run stopped".into())
+    }
+}
+
+impl Engine<'_> {
+    /// Places the buffers of the order given to [`Engine::of_members`], in that order,
+    /// with first fit; a shared one ([`Halves`]) at the offset `shared` agrees on with
+    /// the other half.
+    fn place_half(
+        &mut self,
+        side: &[Side],
+        mut shared: impl FnMut(&mut Engine<'_>, usize) -> Result<u64, PlanError>,
+    ) -> Result<(), PlanError> {
+        for rank in 0..self.ordered {
+            if side[self.ids[rank] as usize] == Side::Shared {
+                self.prefetch(rank);
+                let offset = shared(self, rank)?;
+                self.place(rank, offset);
+            } else {
+                self.place_rank_with(rank, Fit::First)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How many buffers [`plan_in_order`] places between two looks at the clock.
@@ -1195,6 +1465,42 @@ mod tests {
         };
         assert_eq!(gathered(4), vec![(200, 201), (300, 301)]);
         assert_eq!(gathered(5), vec![(100, 101)]);
+    }
+
+    #[test]
+    fn greedy_runs_split_from_the_threshold_with_first_fit_only() {
+        let buffers = |n: usize| -> Vec<Buffer> {
+            (0..n)
+                .map(|i| {
+                    Buffer::new(
+                        format!("b{i}"),
+                        1 + i as u64 % 7,
+                        i as u64 / 4,
+                        i as u64 / 4 + 9,
+                    )
+                })
+                .collect()
+        };
+        let at = Problem::from_buffers(buffers(Halves::SPLIT_FROM)).unwrap();
+        let below = Problem::from_buffers(buffers(Halves::SPLIT_FROM - 1)).unwrap();
+        assert!(Halves::of(&at, Fit::First).is_some());
+        assert!(Halves::of(&below, Fit::First).is_none());
+        assert!(Halves::of(&at, Fit::Best).is_none());
+        assert!(Halves::of(&at, Fit::Stacked).is_none());
+        let mut fixed = buffers(Halves::SPLIT_FROM);
+        fixed[5].fixed_offset = Some(0);
+        assert!(Halves::of(&Problem::from_buffers(fixed).unwrap(), Fit::First).is_none());
+        let paired =
+            Problem::new(buffers(Halves::SPLIT_FROM), [(BufferId(0), BufferId(9))]).unwrap();
+        assert!(Halves::of(&paired, Fit::First).is_none());
+        let deadline = Instant::now() + std::time::Duration::from_secs(3600);
+        assert!(with_deadline(deadline, || Halves::of(&at, Fit::First)).is_none());
+        // The cut is the median start: a quarter of the buffers on each side at least.
+        let halves = Halves::of(&at, Fit::First).unwrap();
+        for side in [Side::Left, Side::Right] {
+            let count = halves.side.iter().filter(|&&s| s == side).count();
+            assert!(count > Halves::SPLIT_FROM / 4, "{count}");
+        }
     }
 
     /// Places `order` with `fit`, with a trial of the second half rolled back and placed
@@ -1352,11 +1658,19 @@ mod tests {
             let problem = Problem::new(buffers, conflicts).unwrap();
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
+            // Ranks in another order than the placements', some buffers left to be ranked
+            // by id: where a buffer goes must not depend on its rank.
+            let ranked: Vec<u32> = order
+                .iter()
+                .rev()
+                .take(n * (seed as usize % 3) / 2)
+                .map(|&i| i as u32)
+                .collect();
             for fit in [Fit::First, Fit::Best, Fit::Stacked] {
-                let mut engine = match fit {
-                    Fit::Stacked => Engine::stacking(&problem),
-                    _ => Engine::new(&problem),
-                };
+                let mut engine = Engine::ordered(&problem, &ranked);
+                if fit == Fit::Stacked {
+                    engine = engine.stacked();
+                }
                 let mut placed: Vec<(usize, u64)> = Vec::new();
                 let half = n / 2;
                 engine.begin_trial();
@@ -1372,7 +1686,49 @@ mod tests {
                     proptest::prop_assert_eq!(offset, brute_force(&problem, &placed, i, fit));
                     placed.push((i, offset));
                 }
+                // A greedy run (its engine ranked by the order, placing by rank) agrees.
+                let plan = plan_in_order(&problem, order.iter().map(|&i| i as u32), fit).unwrap();
+                for &(i, offset) in &placed {
+                    proptest::prop_assert_eq!(plan.offset(BufferId(i as u32)), offset);
+                }
             }
+        }
+
+        /// A first-fit run split in two ([`Halves`]) gives the plan of one engine, on
+        /// problems with gaps, alignments, zero-size buffers and many buffers shared by
+        /// the halves (long lifetimes).
+        #[test]
+        fn halves_plan_like_one_engine(
+            specs in proptest::collection::vec(
+                (0u64..40, 0u64..60, 1u64..40, 0u8..6, 0u32..4),
+                2..80,
+            ),
+            seed in 0u64..1000,
+        ) {
+            let buffers: Vec<Buffer> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, &(size, start, len, kind, align))| {
+                    let size = if kind == 5 { 0 } else { size.max(1) };
+                    let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
+                    if kind == 0 && len >= 3 {
+                        b.gaps = vec![Lifetime { start: start + 1, end: start + 2 }];
+                    }
+                    b.alignment = 1 << align;
+                    b
+                })
+                .collect();
+            let problem = Problem::from_buffers(buffers).unwrap();
+            let mut order: Vec<u32> = (0..problem.len() as u32).collect();
+            order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
+            let halves = Halves::from_size(&problem, Fit::First, 0).unwrap();
+            let (split, _) = halves.plan(&problem, &order).unwrap();
+            let mut engine = Engine::new(&problem);
+            for &i in &order {
+                engine.place_with(i as usize, Fit::First).unwrap();
+            }
+            let offsets: Vec<u64> = (0..problem.len() as u32).map(|i| split.offset(BufferId(i))).collect();
+            proptest::prop_assert_eq!(offsets, engine.offsets_by_id());
         }
 
         /// Keeping only the `by_start` lists that some query reads changes no placement
