@@ -48,8 +48,12 @@
 //! # Memory layout
 //!
 //! At 10^6 buffers a placement is bound by memory latency, not by work: it visits about
-//! 40 nodes spread over hundreds of MB, a cache miss or more each. Three things cut the
+//! 40 nodes spread over hundreds of MB, a cache miss or more each. Four things cut the
 //! misses (issue #18), none of which changes a placement:
+//!
+//! - The per-buffer arrays (size and alignment, segments, conflict partners, offsets,
+//!   placed flags) are indexed by *rank*, the buffer's position in the greedy order
+//!   ([`Engine::ordered`]), so a greedy run reads them one after the other.
 //!
 //! - Both lists of a node sit side by side in one cache-line aligned [`Node`] (128
 //!   bytes), with its `read` flag: the insertion writes the `by_start` lists of the
@@ -79,6 +83,14 @@
 //! buffer is needed. A node list's ranges ending at or below the floor of
 //! [`Fit::Stacked`] are skipped by a binary search: they cannot open a gap nor raise the
 //! highest end past the floor.
+//!
+//! # Two threads
+//!
+//! From 200,000 buffers, a first-fit run without conflict pairs, fixed offsets or a
+//! deadline is split in two at the median start and each half placed on its own thread
+//! by an engine of its own; the buffers live across the cut are placed by both, at the
+//! offset the two agree on, which is the one engine's ([`Halves`]). The plan is the same
+//! as on one thread.
 //!
 //! # Zero-size buffers
 //!
