@@ -1515,6 +1515,27 @@ mod tests {
         }
     }
 
+    /// Buffers from `(size, start, length, kind, log2 alignment)`: kind 5 makes a zero-size
+    /// buffer, kind 0 one with a gap of one step when it is long enough.
+    fn spec_buffers(specs: &[(u64, u64, u64, u8, u32)]) -> Vec<Buffer> {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(size, start, len, kind, align))| {
+                let size = if kind == 5 { 0 } else { size.max(1) };
+                let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
+                if kind == 0 && len >= 3 {
+                    b.gaps = vec![Lifetime {
+                        start: start + 1,
+                        end: start + 2,
+                    }];
+                }
+                b.alignment = 1 << align;
+                b
+            })
+            .collect()
+    }
+
     /// Places `order` with `fit`, with a trial of the second half rolled back and placed
     /// again, on an engine that keeps every `by_start` list (`all`) or only the read ones.
     fn offsets_with(problem: &Problem, order: &[u32], fit: Fit, all: bool) -> Vec<u64> {
@@ -1648,19 +1669,7 @@ mod tests {
             pairs in proptest::collection::vec((0usize..50, 0usize..50), 0..8),
             seed in 0u64..1000,
         ) {
-            let buffers: Vec<Buffer> = specs
-                .iter()
-                .enumerate()
-                .map(|(i, &(size, start, len, kind, align))| {
-                    let size = if kind == 5 { 0 } else { size.max(1) };
-                    let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
-                    if kind == 0 && len >= 3 {
-                        b.gaps = vec![Lifetime { start: start + 1, end: start + 2 }];
-                    }
-                    b.alignment = 1 << align;
-                    b
-                })
-                .collect();
+            let buffers = spec_buffers(&specs);
             let n = buffers.len();
             let conflicts: Vec<(BufferId, BufferId)> = pairs
                 .iter()
@@ -1717,19 +1726,7 @@ mod tests {
             ),
             seed in 0u64..1000,
         ) {
-            let buffers: Vec<Buffer> = specs
-                .iter()
-                .enumerate()
-                .map(|(i, &(size, start, len, kind, align))| {
-                    let size = if kind == 5 { 0 } else { size.max(1) };
-                    let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
-                    if kind == 0 && len >= 3 {
-                        b.gaps = vec![Lifetime { start: start + 1, end: start + 2 }];
-                    }
-                    b.alignment = 1 << align;
-                    b
-                })
-                .collect();
+            let buffers = spec_buffers(&specs);
             let problem = Problem::from_buffers(buffers).unwrap();
             let mut order: Vec<u32> = (0..problem.len() as u32).collect();
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
