@@ -1241,8 +1241,9 @@ pub(crate) fn plan_in_order_reading(
 /// this way (the best gap over both is not found from each), nor does the stacked rule
 /// (its nearest-in-order buffer may be in either half).
 ///
-/// Used from [`Halves::SPLIT_FROM`] buffers, without conflict pairs or fixed offsets
-/// (which may tie a left buffer to a right one), and not under a deadline. Whether it is
+/// Used from [`Halves::SPLIT_FROM`] buffers of which at most a tenth are shared
+/// ([`Halves::SHARED_AT_MOST`]), without conflict pairs or fixed offsets (which may tie a
+/// left buffer to a right one), and not under a deadline. Whether it is
 /// used depends on the problem alone, not on the machine, so that the address ranges
 /// read ([`Engine::reads`]), which budgets use, are the same everywhere.
 struct Halves {
@@ -1260,13 +1261,21 @@ enum Side {
 impl Halves {
     /// The fewest buffers for which a greedy run is split in two.
     const SPLIT_FROM: usize = 200_000;
+    /// A run is split only when at most one buffer in `SHARED_AT_MOST` lives across the
+    /// cut: the halves take turns at every shared buffer, and both engines hold them all.
+    /// (Measured: 300,000 buffers all live together at the middle of their time, half of
+    /// them shared, took 454 s split against 440 s on one thread, with 200 MB against
+    /// 145 MB; 10^6 random buffers with ~20,000 live share 2 % and gain 1.2×.)
+    const SHARED_AT_MOST: usize = 10;
 
     /// The halves of `problem` for a run with `fit`, or `None` when it runs on one thread.
     fn of(problem: &Problem, fit: Fit) -> Option<Halves> {
-        Halves::from_size(problem, fit, Halves::SPLIT_FROM)
+        let halves = Halves::from_size(problem, fit, Halves::SPLIT_FROM)?;
+        let shared = halves.side.iter().filter(|&&s| s == Side::Shared).count();
+        (shared <= problem.len() / Halves::SHARED_AT_MOST).then_some(halves)
     }
 
-    /// [`Halves::of`], splitting from `split_from` buffers.
+    /// [`Halves::of`], splitting from `split_from` buffers however many are shared.
     fn from_size(problem: &Problem, fit: Fit, split_from: usize) -> Option<Halves> {
         let buffers = problem.buffers();
         if fit != Fit::First
@@ -1282,7 +1291,7 @@ impl Halves {
         let cut = *starts.select_nth_unstable(middle).1;
         drop(starts);
         // The segments of a buffer lie within its lifetime and cover both of its ends.
-        let side = buffers
+        let side: Vec<Side> = buffers
             .iter()
             .map(|b| {
                 if b.size == 0 || b.lifetime.end <= cut {
@@ -1507,6 +1516,11 @@ mod tests {
         assert!(Halves::of(&paired, Fit::First).is_none());
         let deadline = Instant::now() + std::time::Duration::from_secs(3600);
         assert!(with_deadline(deadline, || Halves::of(&at, Fit::First)).is_none());
+        // Most buffers live across the middle: not split.
+        let crossing: Vec<Buffer> = (0..Halves::SPLIT_FROM)
+            .map(|i| Buffer::new(format!("b{i}"), 1, i as u64 % 100, 100 + i as u64 % 100))
+            .collect();
+        assert!(Halves::of(&Problem::from_buffers(crossing).unwrap(), Fit::First).is_none());
         // The cut is the median start: a quarter of the buffers on each side at least.
         let halves = Halves::of(&at, Fit::First).unwrap();
         for side in [Side::Left, Side::Right] {
