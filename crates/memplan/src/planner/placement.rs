@@ -27,13 +27,23 @@
 //! queried segment `[s, e)` iff `a < e` and `s < b`, which splits into two disjoint cases:
 //!
 //! 1. `s <= a < e`: its start lies in `[s, e)`. Each placed segment is appended to the
-//!    lists of all `O(log T)` *ancestors* of the leaf of its start (`by_start`); the query
+//!    lists of all `O(log T)` *ancestors* of the leaf of its start (`inside`); the query
 //!    visits the `O(log T)` canonical nodes covering the leaves `[leaf(s), leaf(e))` and
 //!    reads their lists whole: every segment starting in `[s, e)` sits in exactly one.
 //! 2. `a < s < b`: it stabs the point `s`. Each placed segment is appended to the lists of
 //!    the `O(log T)` *canonical nodes* covering the leaves whose coordinate lies strictly
 //!    inside `(a, b)` (`covering`); the query walks root → `leaf(s)` and reads every list on
 //!    the way: a segment is on that path exactly when `a < s < b`, and then exactly once.
+//!
+//! That is [`Layout::Starts`]. From 20,000 segments, when lifetimes are long against the
+//! horizon (a mean span of an eighth of the leaves or more), the engine uses
+//! [`Layout::Subtrees`] instead: a segment goes to the `covering` lists of its canonical
+//! nodes and to the `inside` lists of those and of all their ancestors, and a query
+//! reads `inside` at its canonical nodes and `covering` above them. A large canonical node's `inside` list then holds
+//! nearly every buffer live with the query. First fit there searches each list on its
+//! own from a rising candidate instead of merging them ([`Engine::jump`]): each list keeps
+//! the widest gap of every chunk of its ranges ([`Summary`]) and skips the chunks too
+//! narrow for the buffer. Both layouts place every buffer at the same offset.
 //!
 //! # Node lists are unions
 //!
@@ -56,9 +66,8 @@
 //!   ([`Engine::ordered`]), so a greedy run reads them one after the other.
 //!
 //! - Both lists of a node sit side by side in one cache-line aligned [`Node`] (128
-//!   bytes), with its `read` flag: the insertion writes the `by_start` lists of the
-//!   query's `covering` path and the `covering` lists of (nearly) the query's canonical
-//!   nodes, so it finds them in the lines the query just read.
+//!   bytes), with its `read` flags: the insertion writes lists of (nearly) the nodes
+//!   the query just read, so it finds them in the lines the query brought in.
 //! - A list of at most [`INLINE`] ranges (most lists low in the tree) sits inline in the
 //!   node; a longer one in a `Vec` of its own.
 //! - Before the query, [`Engine::prefetch`] reads a little of every node the placement
@@ -144,35 +153,135 @@ pub(crate) enum Fit {
 type Range = (u64, u64);
 
 /// One node of the segment tree: its two lists side by side, so that a placement, which
-/// reads one list of a node and then writes the other (the query's `covering` path is the
-/// insertion's `by_start` path, and nearly so for the canonical nodes), finds the second
-/// in the cache lines it just read.
+/// reads one list of a node and then writes the other (the query and the insertion
+/// visit nearly the same nodes), finds the second in the cache lines it just read. What
+/// each list holds depends on the engine's [`Layout`].
 #[derive(Clone, Debug, Default)]
 #[repr(align(64))]
 struct Node {
-    /// Case 1 list: placed segments whose start leaf is below the node.
-    by_start: List,
-    /// Case 2 list: placed segments covering (strictly) every start below the node.
+    /// Read where the node is one of the query's canonical nodes: the placed segments
+    /// that start below the node ([`Layout::Starts`]), or that are stored at the node or
+    /// below it ([`Layout::Subtrees`]).
+    inside: List,
+    /// Placed segments that cover every leaf below the node: those covering (strictly)
+    /// every start below it, read on the query's path to its start ([`Layout::Starts`]);
+    /// or those stored at the node, read above the query's canonical nodes
+    /// ([`Layout::Subtrees`]).
     covering: List,
-    /// Some segment's case 1 query visits the node, so its `by_start` list is ever read.
-    /// Every segment is known in advance, and the lists of the other nodes (those high
-    /// above short lifetimes) are never kept: the plans are the same, and the longest
-    /// lists are not paid for (issue #18: a third of `strip`'s time on 10^5 random buffers
-    /// went into keeping them).
-    read: bool,
+    /// Some query reads the node's `inside` list. Every segment is known in advance, and
+    /// the lists that no query reads are never kept: the plans are the same, and the
+    /// longest lists are not paid for (issue #18: a third of `strip`'s time on 10^5 random
+    /// buffers went into keeping them).
+    read_inside: bool,
+    /// Some query reads the node's `covering` list.
+    read_covering: bool,
+}
+
+// Two cache lines, whatever the lists hold.
+const _: () = assert!(std::mem::size_of::<Node>() == 128);
+
+/// Which placed segments the node lists hold; both find the same ones for a query (every
+/// placed segment sharing a leaf with it), and so give the same placements.
+///
+/// - `Starts`: a segment is in the `inside` lists of the ancestors of its start leaf and
+///   in the `covering` lists of the canonical nodes of the leaves strictly inside it; a
+///   query reads `inside` at the canonical nodes of its leaves (the segments starting
+///   among them) and `covering` on the path from its start leaf to the root (the
+///   segments that started before and still run).
+/// - `Subtrees`: a segment is in the `covering` lists of the canonical nodes of its
+///   leaves, and in the `inside` lists of those and of all their ancestors; a query reads
+///   `inside` at its canonical nodes and `covering` at their strict ancestors (two nodes
+///   share a leaf exactly when one is the other or above it).
+///
+/// With `Starts`, a segment is stored in fewer lists; but the buffers live with a long
+/// lifetime are spread over the lists of ~20 nodes that interleave, and a placement reads
+/// them one by one. With `Subtrees`, the `inside` list of a large canonical node holds
+/// nearly every buffer live with it, and first fit searches each list on its own with
+/// the chunk summaries ([`Engine::jump`]): issue #18, 300,000 buffers all live at once
+/// took 440 s to place with `Starts` and take 1.7 s with `Subtrees`; on short lifetimes
+/// `Subtrees` costs 1.5-1.8×. [`Layout::of`] chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    Starts,
+    Subtrees,
+}
+
+impl Layout {
+    /// `Subtrees` when there are at least [`Layout::MANY`] segments and they span, on
+    /// average, at least [`Layout::LONG`] of the leaves; else `Starts`.
+    fn of(segments: &[Segment], leaves: usize) -> Layout {
+        if segments.len() < Layout::MANY {
+            return Layout::Starts;
+        }
+        let spans: u128 = segments
+            .iter()
+            .map(|s| u128::from(s.end_bound - s.start_leaf))
+            .sum();
+        let long = spans * Layout::LONG >= segments.len() as u128 * leaves as u128;
+        if long && !segments.is_empty() {
+            Layout::Subtrees
+        } else {
+            Layout::Starts
+        }
+    }
+
+    /// The mean span, in leaves, from which [`Layout::Subtrees`] is chosen: one `LONG`-th
+    /// of all the leaves.
+    const LONG: u128 = 8;
+    /// The fewest segments for which [`Layout::Subtrees`] is chosen. Below, the lists of
+    /// `Starts` are faster: on the benchmark files with long lifetimes (at most 1,042
+    /// buffers), `Subtrees` took 1.5-1.7× as long, with the same plans.
+    const MANY: usize = 20_000;
 }
 
 /// How many ranges a node list holds inside the node, without an allocation of its own.
 const INLINE: usize = 3;
 
 /// A node list: a sorted list of disjoint, non-touching address ranges. Short ones (most
-/// lists low in the tree) sit inline, longer ones in a `Vec`; a list that shrinks back
-/// (a rollback) may stay in its `Vec`.
+/// lists low in the tree) sit inline, longer ones in a `Vec` with their [`Summary`]; a
+/// list that shrinks back (a rollback) may stay in its `Vec`.
 #[derive(Clone, Debug)]
 enum List {
     Inline(u8, [Range; INLINE]),
-    Heap(Vec<Range>),
+    Heap(Vec<Range>, Summary),
 }
+
+/// How many ranges of a long node list share one entry of its summary.
+const CHUNK: usize = 32;
+
+/// Where a long node list's summary is, and how much of it is up to date.
+///
+/// The summary, kept in the engine's [`Widest`] (so that a [`Node`] stays two cache
+/// lines), is the widest gap in each chunk of [`CHUNK`] ranges of the list, so that the
+/// search for a gap that holds a buffer ([`first_fit_in`]) skips the chunks whose gaps
+/// are all narrower. The gap *before* range `k` is the room between range `k - 1`'s end
+/// (0 for `k = 0`) and range `k`'s start; chunk `j` has the gaps before ranges
+/// `j·CHUNK..(j+1)·CHUNK`. An edit at position `p` shifts every range after it, so it
+/// only marks the chunks from `p / CHUNK` on as stale; [`List::refresh`] brings them up
+/// to date when the list is next searched.
+#[derive(Clone, Copy, Debug)]
+struct Summary {
+    /// Its index in [`Widest`]; `u32::MAX` until the list is first refreshed.
+    index: u32,
+    /// How many leading chunks of it are up to date.
+    fresh: u32,
+}
+
+impl Summary {
+    const NONE: Summary = Summary {
+        index: u32::MAX,
+        fresh: 0,
+    };
+
+    /// Marks the chunks holding the gaps from position `at` on as stale.
+    fn stale_from(&mut self, at: usize) {
+        self.fresh = self.fresh.min((at / CHUNK) as u32);
+    }
+}
+
+/// The summaries of the long node lists ([`Summary`]): `widest[index][j]` is chunk `j`'s
+/// widest gap.
+type Widest = Vec<Vec<u64>>;
 
 impl Default for List {
     fn default() -> List {
@@ -184,8 +293,43 @@ impl List {
     fn as_slice(&self) -> &[Range] {
         match self {
             List::Inline(len, items) => &items[..*len as usize],
-            List::Heap(items) => items,
+            List::Heap(items, _) => items,
         }
+    }
+
+    /// The widest gap of each chunk ([`Summary`]), when the list is long and was
+    /// [`List::refresh`]ed since its last edit.
+    fn widest<'w>(&self, widest: &'w Widest) -> Option<&'w [u64]> {
+        match self {
+            List::Heap(_, summary) if summary.index != u32::MAX => {
+                Some(&widest[summary.index as usize])
+            }
+            _ => None,
+        }
+    }
+
+    /// Brings the [`Summary`] of a long list up to date.
+    fn refresh(&mut self, widest: &mut Widest) {
+        let List::Heap(items, summary) = self else {
+            return;
+        };
+        if summary.index == u32::MAX {
+            summary.index = widest.len() as u32;
+            widest.push(Vec::new());
+        }
+        let gaps = &mut widest[summary.index as usize];
+        let chunks = items.len().div_ceil(CHUNK);
+        gaps.truncate((summary.fresh as usize).min(chunks));
+        for j in gaps.len()..chunks {
+            let end = ((j + 1) * CHUNK).min(items.len());
+            let mut gap = 0;
+            for k in j * CHUNK..end {
+                let below = if k == 0 { 0 } else { items[k - 1].1 };
+                gap = gap.max(items[k].0 - below);
+            }
+            gaps.push(gap);
+        }
+        summary.fresh = chunks as u32;
     }
 
     fn is_empty(&self) -> bool {
@@ -207,9 +351,12 @@ impl List {
                 heap.extend_from_slice(&items[..at]);
                 heap.push(range);
                 heap.extend_from_slice(&items[at..n]);
-                *self = List::Heap(heap);
+                *self = List::Heap(heap, Summary::NONE);
             }
-            List::Heap(items) => items.insert(at, range),
+            List::Heap(items, summary) => {
+                items.insert(at, range);
+                summary.stale_from(at);
+            }
         }
     }
 
@@ -222,9 +369,10 @@ impl List {
                 items.copy_within(last..n, at + 1);
                 *len -= (last - at - 1) as u8;
             }
-            List::Heap(items) => {
+            List::Heap(items, summary) => {
                 items[at] = range;
                 items.drain(at + 1..last);
+                summary.stale_from(at);
             }
         }
     }
@@ -241,10 +389,11 @@ impl List {
             List::Inline(..) => {
                 let mut heap = self.as_slice().to_vec();
                 heap.splice(at..at + 1, ranges.iter().copied());
-                *self = List::Heap(heap);
+                *self = List::Heap(heap, Summary::NONE);
             }
-            List::Heap(items) => {
+            List::Heap(items, summary) => {
                 items.splice(at..at + 1, ranges.iter().copied());
+                summary.stale_from(at);
             }
         }
     }
@@ -314,6 +463,62 @@ pub(crate) struct Engine<'p> {
     recency: Option<Recency>,
     /// Address ranges read by the placements so far ([`Engine::reads`]).
     reads: u64,
+    /// What the node lists hold.
+    layout: Layout,
+    /// The nodes a segment visits, in [`Layout::Subtrees`].
+    tree: Tree,
+    /// The summaries of the long node lists, in [`Layout::Subtrees`].
+    widest: Widest,
+}
+
+/// The nodes of the segment tree that the query and the insertion of a segment visit in
+/// [`Layout::Subtrees`].
+struct Tree {
+    leaves: usize,
+    /// `stamps[node] == epoch`: the node was visited by the current [`Tree::visit`].
+    stamps: Vec<u32>,
+    epoch: u32,
+    /// The nodes of the last [`Tree::visit`].
+    visited: Vec<(u32, bool)>,
+}
+
+impl Tree {
+    /// A tree over `leaves` leaves; with `used` false it is never visited and takes no
+    /// memory.
+    fn new(leaves: usize, used: bool) -> Tree {
+        Tree {
+            leaves,
+            stamps: if used {
+                vec![0; 2 * leaves]
+            } else {
+                Vec::new()
+            },
+            epoch: 0,
+            visited: Vec::new(),
+        }
+    }
+
+    /// The canonical nodes covering leaves `[l, r)`, as `(node, true)`, then each of their
+    /// strict ancestors once, as `(node, false)`.
+    fn visit(&mut self, l: usize, r: usize) -> &[(u32, bool)] {
+        self.visited.clear();
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.stamps.fill(0);
+            self.epoch = 1;
+        }
+        let visited = &mut self.visited;
+        canonical(self.leaves, l, r, |node| visited.push((node as u32, true)));
+        for k in 0..visited.len() {
+            let mut p = visited[k].0 as usize >> 1;
+            while p >= 1 && self.stamps[p] != self.epoch {
+                self.stamps[p] = self.epoch;
+                visited.push((p as u32, false));
+                p >>= 1;
+            }
+        }
+        &self.visited
+    }
 }
 
 /// The most recently placed buffer over every range of time leaves: a segment tree over
@@ -408,7 +613,7 @@ struct Journal {
 
 /// One [`insert_union`] on one node list, as its inverse needs it.
 struct Edit {
-    /// `true`: a `covering` list; `false`: a `by_start` list.
+    /// `true`: a `covering` list; `false`: an `inside` list.
     covering: bool,
     node: u32,
     /// Where the inserted or merged range sits in the list.
@@ -421,7 +626,7 @@ struct Edit {
 /// conflict partners.
 #[derive(Clone, Copy, Debug)]
 enum Run {
-    ByStart(u32),
+    Inside(u32),
     Covering(u32),
     Partners,
 }
@@ -450,16 +655,18 @@ impl<'p> Engine<'p> {
     /// engine's per-buffer arrays in sequence. Which buffer goes where does not depend
     /// on the ranks.
     pub(crate) fn ordered(problem: &'p Problem, order: &[u32]) -> Engine<'p> {
-        Engine::of_members(problem, order, |_| true)
+        Engine::of_members(problem, order, |_| true, None)
     }
 
     /// [`Engine::ordered`] for the buffers that `member` accepts: the others are never
     /// looked up nor recorded (they have no segments, like a zero-size buffer), and must
-    /// not be placed.
+    /// not be placed. `layout`: the node lists' [`Layout`], or `None` for
+    /// [`Layout::of`]'s.
     fn of_members(
         problem: &'p Problem,
         order: &[u32],
         member: impl Fn(usize) -> bool,
+        layout: Option<Layout>,
     ) -> Engine<'p> {
         let buffers = problem.buffers();
         let mut ranks = vec![u32::MAX; buffers.len()];
@@ -552,14 +759,33 @@ impl<'p> Engine<'p> {
             fill[b as usize] += 1;
         }
 
+        let layout = layout.unwrap_or_else(|| Layout::of(&segments, leaves));
         let mut nodes = vec![Node::default(); 2 * leaves];
+        let mut tree = Tree::new(leaves, layout == Layout::Subtrees);
         for s in &segments {
-            canonical(
-                leaves,
-                s.start_leaf as usize,
-                s.end_bound as usize,
-                |node| nodes[node].read = true,
-            );
+            let (l, r) = (s.start_leaf as usize, s.end_bound as usize);
+            match layout {
+                Layout::Starts => canonical(leaves, l, r, |node| {
+                    nodes[node].read_inside = true;
+                    nodes[node].read_covering = true;
+                }),
+                Layout::Subtrees => {
+                    for &(node, canonical) in tree.visit(l, r) {
+                        let node = &mut nodes[node as usize];
+                        if canonical {
+                            node.read_inside = true;
+                        } else {
+                            node.read_covering = true;
+                        }
+                    }
+                }
+            }
+        }
+        if layout == Layout::Starts {
+            // The covering lists on a query's path are all read.
+            for node in &mut nodes {
+                node.read_covering = true;
+            }
         }
 
         Engine {
@@ -583,6 +809,9 @@ impl<'p> Engine<'p> {
             journal: None,
             recency: None,
             reads: 0,
+            layout,
+            tree,
+            widest: Widest::new(),
         }
     }
 
@@ -643,25 +872,35 @@ impl<'p> Engine<'p> {
         let n = self.leaves;
         for index in self.segments_of(rank) {
             let segment = self.segments[index];
-            // Case 1: placed segments starting in [s, e).
-            canonical(
-                n,
-                segment.start_leaf as usize,
-                segment.end_bound as usize,
-                |node| {
-                    take(
-                        &mut self.runs,
-                        &self.nodes[node].by_start,
-                        node,
-                        Run::ByStart,
-                    )
-                },
-            );
-            // Case 2: placed segments with start < s < end.
-            let mut p = segment.start_leaf as usize + n;
-            while p >= 1 {
-                take(&mut self.runs, &self.nodes[p].covering, p, Run::Covering);
-                p >>= 1;
+            let (l, r) = (segment.start_leaf as usize, segment.end_bound as usize);
+            match self.layout {
+                Layout::Starts => {
+                    // Placed segments starting in [s, e).
+                    canonical(n, l, r, |node| {
+                        take(&mut self.runs, &self.nodes[node].inside, node, Run::Inside)
+                    });
+                    // Placed segments with start < s < end.
+                    let mut p = l + n;
+                    while p >= 1 {
+                        take(&mut self.runs, &self.nodes[p].covering, p, Run::Covering);
+                        p >>= 1;
+                    }
+                }
+                Layout::Subtrees => {
+                    for &(node, canonical) in self.tree.visit(l, r) {
+                        let lists = &self.nodes[node as usize];
+                        if canonical {
+                            take(&mut self.runs, &lists.inside, node as usize, Run::Inside);
+                        } else {
+                            take(
+                                &mut self.runs,
+                                &lists.covering,
+                                node as usize,
+                                Run::Covering,
+                            );
+                        }
+                    }
+                }
             }
         }
         let (first, last) = (
@@ -685,7 +924,7 @@ impl<'p> Engine<'p> {
     /// The ranges of a gathered run.
     fn run(&self, run: Run) -> &[Range] {
         match run {
-            Run::ByStart(node) => self.nodes[node as usize].by_start.as_slice(),
+            Run::Inside(node) => self.nodes[node as usize].inside.as_slice(),
             Run::Covering(node) => self.nodes[node as usize].covering.as_slice(),
             Run::Partners => &self.partners,
         }
@@ -709,6 +948,9 @@ impl<'p> Engine<'p> {
             return Ok(0);
         }
         self.gather(rank);
+        if self.layout == Layout::Subtrees && fit != Fit::Best {
+            return self.jump(shape, floor);
+        }
         let mut gaps = Gaps::new(floor, shape.size, shape.alignment, fit);
         let mut heap = std::mem::take(&mut self.heap);
         heap.clear();
@@ -721,7 +963,7 @@ impl<'p> Engine<'p> {
             // lists have nothing to skip (the floor is 0 outside `Fit::Stacked`), and a
             // binary search for nothing would cost a cache miss per probe.
             let first = match run {
-                Run::ByStart(_) | Run::Covering(_) if list[0].1 <= floor => {
+                Run::Inside(_) | Run::Covering(_) if list[0].1 <= floor => {
                     list.partition_point(|r| r.1 <= floor)
                 }
                 _ => 0,
@@ -760,6 +1002,88 @@ impl<'p> Engine<'p> {
         }
     }
 
+    /// The lowest offset at or above `floor`, aligned, where `shape` shares no byte with
+    /// the gathered runs' ranges: first fit, as the scan of [`Engine::find_from`] finds
+    /// it, for [`Layout::Subtrees`].
+    ///
+    /// The runs are not merged: each is searched on its own for its lowest offset at or
+    /// above a candidate that holds the buffer ([`first_fit_in`], which skips whole chunks
+    /// of narrow gaps by the list's [`Summary`]), and the candidate rises to it; the
+    /// candidate is the answer once every run in a row has let it pass. Every aligned
+    /// offset skipped is in the way in some run, so the answer is the lowest free one.
+    /// The ranges read are counted as they are looked at, binary searches and chunk
+    /// summaries included.
+    fn jump(&mut self, shape: Shape, floor: u64) -> Result<u64, PlanError> {
+        for k in 0..self.runs.len() {
+            match self.runs[k] {
+                Run::Inside(node) => self.nodes[node as usize].inside.refresh(&mut self.widest),
+                Run::Covering(node) => self.nodes[node as usize].covering.refresh(&mut self.widest),
+                Run::Partners => {}
+            }
+        }
+        let mut next = std::mem::take(&mut self.next);
+        next.clear();
+        next.resize(self.runs.len(), 0);
+        // The conflict partners' ranges may overlap: search their union.
+        let partners = match self.runs.last() {
+            Some(Run::Partners) => union(&self.partners),
+            _ => Vec::new(),
+        };
+        let lists: Vec<(&[Range], Option<&[u64]>)> = self
+            .runs
+            .iter()
+            .map(|&run| match run {
+                Run::Inside(node) => {
+                    let list = &self.nodes[node as usize].inside;
+                    (list.as_slice(), list.widest(&self.widest))
+                }
+                Run::Covering(node) => {
+                    let list = &self.nodes[node as usize].covering;
+                    (list.as_slice(), list.widest(&self.widest))
+                }
+                Run::Partners => (&partners[..], None),
+            })
+            .collect();
+        let mut candidate = floor
+            .checked_next_multiple_of(shape.alignment)
+            .ok_or(PlanError::ArenaOverflow)?;
+        let mut reads = 0u64;
+        // How many runs in a row have let `candidate` pass.
+        let mut passed = 0;
+        let mut i = 0;
+        let result = loop {
+            if passed == lists.len() {
+                break Ok(candidate);
+            }
+            let (ranges, widest) = lists[i];
+            match first_fit_in(
+                ranges,
+                widest,
+                next[i] as usize,
+                candidate,
+                shape,
+                &mut reads,
+            ) {
+                Ok((offset, at)) => {
+                    next[i] = at as u32;
+                    // The run that raised the candidate lets the new one pass.
+                    passed = if offset == candidate { passed + 1 } else { 1 };
+                    candidate = offset;
+                    i = if i + 1 == lists.len() { 0 } else { i + 1 };
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        drop(lists);
+        self.next = next;
+        self.reads = self.reads.saturating_add(reads);
+        let offset = result?;
+        offset
+            .checked_add(shape.size)
+            .ok_or(PlanError::ArenaOverflow)?;
+        Ok(offset)
+    }
+
     /// Records rank `rank` at `offset`. The caller guarantees `offset + size` fits in a
     /// `u64`.
     fn place(&mut self, rank: usize, offset: u64) {
@@ -794,22 +1118,38 @@ impl<'p> Engine<'p> {
             }
         }
         let n = self.leaves;
+        let mut visited = std::mem::take(&mut self.tree.visited);
         for index in self.segments_of(rank) {
             let segment = self.segments[index];
-            let mut p = segment.start_leaf as usize + n;
-            while p >= 1 {
-                if self.nodes[p].read {
-                    self.insert(false, p, range);
+            let (l, r) = (segment.start_leaf as usize, segment.end_bound as usize);
+            match self.layout {
+                Layout::Starts => {
+                    let mut p = l + n;
+                    while p >= 1 {
+                        if self.nodes[p].read_inside {
+                            self.insert(false, p, range);
+                        }
+                        p >>= 1;
+                    }
+                    canonical(n, l + 1, r, |node| self.insert(true, node, range));
                 }
-                p >>= 1;
+                Layout::Subtrees => {
+                    self.tree.visit(l, r);
+                    std::mem::swap(&mut visited, &mut self.tree.visited);
+                    for &(node, canonical) in &visited {
+                        let node = node as usize;
+                        if canonical && self.nodes[node].read_covering {
+                            self.insert(true, node, range);
+                        }
+                        if self.nodes[node].read_inside {
+                            self.insert(false, node, range);
+                        }
+                    }
+                    std::mem::swap(&mut visited, &mut self.tree.visited);
+                }
             }
-            canonical(
-                n,
-                segment.start_leaf as usize + 1,
-                segment.end_bound as usize,
-                |node| self.insert(true, node, range),
-            );
         }
+        self.tree.visited = visited;
     }
 
     /// Adds `range` to one node list, journaled while a trial is open.
@@ -818,7 +1158,7 @@ impl<'p> Engine<'p> {
         let list = if covering {
             &mut node_lists.covering
         } else {
-            &mut node_lists.by_start
+            &mut node_lists.inside
         };
         match &mut self.journal {
             None => {
@@ -854,7 +1194,7 @@ impl<'p> Engine<'p> {
             let list = if edit.covering {
                 &mut node.covering
             } else {
-                &mut node.by_start
+                &mut node.inside
             };
             list.splice(edit.at as usize, &journal.removed[edit.removed.clone()]);
         }
@@ -885,11 +1225,11 @@ impl<'p> Engine<'p> {
     /// start and of the canonical nodes of the segment) in one loop without dependencies
     /// between its steps, so that their cache misses overlap instead of coming one after
     /// the other inside the dependent steps of the query and the insertion.
-    fn prefetch(&self, rank: usize) {
+    fn prefetch(&mut self, rank: usize) {
         let n = self.leaves;
         let touch = |node: &Node| {
             let mut sum = 0u64;
-            for list in [&node.by_start, &node.covering] {
+            for list in [&node.inside, &node.covering] {
                 let ranges = list.as_slice();
                 if let (Some(first), Some(middle)) = (ranges.first(), ranges.get(ranges.len() / 2))
                 {
@@ -901,16 +1241,23 @@ impl<'p> Engine<'p> {
         let mut sum = 0u64;
         for index in self.segments_of(rank) {
             let segment = self.segments[index];
-            canonical(
-                n,
-                segment.start_leaf as usize,
-                segment.end_bound as usize,
-                |node| sum = sum.wrapping_add(touch(&self.nodes[node])),
-            );
-            let mut p = segment.start_leaf as usize + n;
-            while p >= 1 {
-                sum = sum.wrapping_add(touch(&self.nodes[p]));
-                p >>= 1;
+            let (l, r) = (segment.start_leaf as usize, segment.end_bound as usize);
+            match self.layout {
+                Layout::Starts => {
+                    canonical(n, l, r, |node| {
+                        sum = sum.wrapping_add(touch(&self.nodes[node]))
+                    });
+                    let mut p = l + n;
+                    while p >= 1 {
+                        sum = sum.wrapping_add(touch(&self.nodes[p]));
+                        p >>= 1;
+                    }
+                }
+                Layout::Subtrees => {
+                    for &(node, _) in self.tree.visit(l, r) {
+                        sum = sum.wrapping_add(touch(&self.nodes[node as usize]));
+                    }
+                }
             }
         }
         std::hint::black_box(sum);
@@ -1161,6 +1508,77 @@ impl Gaps {
     }
 }
 
+/// The lowest offset at or above `from`, aligned, where `shape` shares no byte with
+/// `ranges` (sorted, disjoint), and the position of the first range ending above it.
+/// `widest` is the list's [`Summary`], up to date, if it has one; the ranges before `at`
+/// must all end at or below `from`. Adds the ranges and chunk summaries it looks at to
+/// `reads`.
+fn first_fit_in(
+    ranges: &[Range],
+    widest: Option<&[u64]>,
+    at: usize,
+    from: u64,
+    shape: Shape,
+    reads: &mut u64,
+) -> Result<(u64, usize), PlanError> {
+    // The first range ending above `from`, by a galloping search from `at`.
+    let (mut lo, mut step) = (at, 1);
+    while lo + step <= ranges.len() && ranges[lo + step - 1].1 <= from {
+        *reads += 1;
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(ranges.len());
+    *reads += 1;
+    let first = lo + ranges[lo..hi].partition_point(|r| r.1 <= from);
+    // The offset a gap starting at `start` would give.
+    let fit = |start: u64| -> Result<(u64, u64), PlanError> {
+        let offset = start
+            .checked_next_multiple_of(shape.alignment)
+            .ok_or(PlanError::ArenaOverflow)?;
+        let end = offset
+            .checked_add(shape.size)
+            .ok_or(PlanError::ArenaOverflow)?;
+        Ok((offset, end))
+    };
+    let mut k = first;
+    while k < ranges.len() {
+        if let Some(widest) = widest {
+            // A chunk whose gaps are all narrower than the buffer holds no fit (the gap
+            // before `first` starts at `from`, which only narrows it).
+            if k % CHUNK == 0 && k > first && widest[k / CHUNK] < shape.size {
+                *reads += 1;
+                k += CHUNK;
+                continue;
+            }
+        }
+        *reads += 1;
+        let start = if k == first { from } else { ranges[k - 1].1 };
+        let (offset, end) = fit(start)?;
+        if end <= ranges[k].0 {
+            return Ok((offset, k));
+        }
+        k += 1;
+    }
+    let start = match ranges.last() {
+        Some(&(_, top)) if k > first => top,
+        _ => from,
+    };
+    Ok((fit(start)?.0, ranges.len()))
+}
+
+/// The union of sorted `ranges` as disjoint, sorted ranges.
+fn union(ranges: &[Range]) -> Vec<Range> {
+    let mut out: Vec<Range> = Vec::with_capacity(ranges.len());
+    for &(lo, hi) in ranges {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
 /// Places the fixed buffers, then every other buffer in `order` with `fit`.
 ///
 /// `order` must list every buffer without a fixed offset exactly once (fixed ones in it
@@ -1315,9 +1733,12 @@ impl Halves {
                 .copied()
                 .filter(|&i| matches!(side[i as usize], s if s == half || s == Side::Shared))
                 .collect();
-            Engine::of_members(problem, &order, |i| {
-                side[i] == half || side[i] == Side::Shared
-            })
+            Engine::of_members(
+                problem,
+                &order,
+                |i| side[i] == half || side[i] == Side::Shared,
+                None,
+            )
         };
         let (mut left, mut right) = (of_half(Side::Left), of_half(Side::Right));
         let (to_right, from_left) = std::sync::mpsc::channel();
@@ -1470,22 +1891,59 @@ mod tests {
         ];
         buffers[3].gaps = vec![Lifetime { start: 13, end: 14 }];
         let problem = Problem::new(buffers, [(BufferId(5), BufferId(0))]).unwrap();
-        let mut engine = Engine::new(&problem);
-        for (i, offset) in [(0, 100), (1, 200), (2, 300), (3, 400)] {
-            engine.place(i, offset);
+        for layout in [Layout::Starts, Layout::Subtrees] {
+            let mut engine = Engine::of_members(&problem, &[], |_| true, Some(layout));
+            for (i, offset) in [(0, 100), (1, 200), (2, 300), (3, 400)] {
+                engine.place(i, offset);
+            }
+            let mut gathered = |buffer: usize| {
+                engine.gather(buffer);
+                let mut got: Vec<Range> = engine
+                    .runs
+                    .iter()
+                    .flat_map(|&run| engine.run(run).to_vec())
+                    .collect();
+                got.sort_unstable();
+                got.dedup();
+                got
+            };
+            assert_eq!(gathered(4), vec![(200, 201), (300, 301)], "{layout:?}");
+            assert_eq!(gathered(5), vec![(100, 101)], "{layout:?}");
         }
-        let mut gathered = |buffer: usize| {
-            engine.gather(buffer);
-            let mut got: Vec<Range> = engine
-                .runs
-                .iter()
-                .flat_map(|&run| engine.run(run).to_vec())
-                .collect();
-            got.sort_unstable();
-            got
+    }
+
+    #[test]
+    fn long_lifetimes_against_the_horizon_get_whole_subtrees() {
+        // Too few buffers for whole subtrees, however long.
+        let few: Vec<Buffer> = (0..100)
+            .map(|i| Buffer::new(format!("b{i}"), 1, i, 100 + i))
+            .collect();
+        let problem = Problem::from_buffers(few).unwrap();
+        assert_eq!(Engine::new(&problem).layout, Layout::Starts);
+        // `long` segments spanning 57 of 64 leaves, the others one leaf.
+        let segments = |n: usize, long: usize| -> Vec<Segment> {
+            (0..n)
+                .map(|k| Segment {
+                    start_leaf: 0,
+                    end_bound: if k < long { 57 } else { 1 },
+                })
+                .collect()
         };
-        assert_eq!(gathered(4), vec![(200, 201), (300, 301)]);
-        assert_eq!(gathered(5), vec![(100, 101)]);
+        let n = Layout::MANY;
+        // Exactly an eighth of the 64 leaves on average: (57 long + (n - long)) / n = 8.
+        let long = (8 * n - n) / 56;
+        assert_eq!((57 * long + (n - long)) * 8, 64 * n);
+        assert_eq!(Layout::of(&segments(n, long), 64), Layout::Subtrees);
+        assert_eq!(Layout::of(&segments(n, long - 1), 64), Layout::Starts);
+        assert_eq!(Layout::of(&segments(n - 1, n - 1), 64), Layout::Starts);
+        assert_eq!(Layout::of(&segments(n, n), 64), Layout::Subtrees);
+        assert_eq!(Layout::of(&[], 0), Layout::Starts);
+        // A problem of many buffers all live at once gets whole subtrees.
+        let together: Vec<Buffer> = (0..n as u64)
+            .map(|i| Buffer::new(format!("b{i}"), 1, i % 100, 100 + i % 100))
+            .collect();
+        let problem = Problem::from_buffers(together).unwrap();
+        assert_eq!(Engine::new(&problem).layout, Layout::Subtrees);
     }
 
     #[test]
@@ -1551,14 +2009,24 @@ mod tests {
     }
 
     /// Places `order` with `fit`, with a trial of the second half rolled back and placed
-    /// again, on an engine that keeps every `by_start` list (`all`) or only the read ones.
-    fn offsets_with(problem: &Problem, order: &[u32], fit: Fit, all: bool) -> Vec<u64> {
-        let mut engine = match fit {
-            Fit::Stacked => Engine::stacking(problem),
-            _ => Engine::new(problem),
-        };
+    /// again, on an engine in `layout` that keeps every node list (`all`) or only the read
+    /// ones.
+    fn offsets_with(
+        problem: &Problem,
+        order: &[u32],
+        fit: Fit,
+        all: bool,
+        layout: Layout,
+    ) -> Vec<u64> {
+        let mut engine = Engine::of_members(problem, &[], |_| true, Some(layout));
+        if fit == Fit::Stacked {
+            engine = engine.stacked();
+        }
         if all {
-            engine.nodes.iter_mut().for_each(|node| node.read = true);
+            engine.nodes.iter_mut().for_each(|node| {
+                node.read_inside = true;
+                node.read_covering = true;
+            });
         }
         let half = order.len() / 2;
         for &i in &order[..half] {
@@ -1701,8 +2169,11 @@ mod tests {
                 .take(n * (seed as usize % 3) / 2)
                 .map(|&i| i as u32)
                 .collect();
-            for fit in [Fit::First, Fit::Best, Fit::Stacked] {
-                let mut engine = Engine::ordered(&problem, &ranked);
+            for (fit, layout) in [Fit::First, Fit::Best, Fit::Stacked]
+                .into_iter()
+                .flat_map(|fit| [(fit, Layout::Starts), (fit, Layout::Subtrees)])
+            {
+                let mut engine = Engine::of_members(&problem, &ranked, |_| true, Some(layout));
                 if fit == Fit::Stacked {
                     engine = engine.stacked();
                 }
@@ -1754,8 +2225,8 @@ mod tests {
             proptest::prop_assert_eq!(offsets, engine.offsets_by_id());
         }
 
-        /// Keeping only the `by_start` lists that some query reads changes no placement
-        /// (the engine before issue #18 kept them all).
+        /// Keeping only the node lists that some query reads changes no placement, in
+        /// either layout (the engine before issue #18 kept them all).
         #[test]
         fn unread_lists_change_nothing(
             specs in proptest::collection::vec((1u64..50, 0u64..60, 1u64..30, 0u8..4), 1..60),
@@ -1776,10 +2247,17 @@ mod tests {
             let mut order: Vec<u32> = (0..problem.len() as u32).collect();
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
             for fit in [Fit::First, Fit::Best, Fit::Stacked] {
-                proptest::prop_assert_eq!(
-                    offsets_with(&problem, &order, fit, false),
-                    offsets_with(&problem, &order, fit, true)
-                );
+                let all = offsets_with(&problem, &order, fit, true, Layout::Starts);
+                for layout in [Layout::Starts, Layout::Subtrees] {
+                    proptest::prop_assert_eq!(
+                        &offsets_with(&problem, &order, fit, false, layout),
+                        &all
+                    );
+                    proptest::prop_assert_eq!(
+                        &offsets_with(&problem, &order, fit, true, layout),
+                        &all
+                    );
+                }
             }
         }
     }
