@@ -39,11 +39,12 @@
 //! horizon (a mean span of an eighth of the leaves or more), the engine uses
 //! [`Layout::Subtrees`] instead: a segment goes to the `covering` lists of its canonical
 //! nodes and to the `inside` lists of those and of all their ancestors, and a query
-//! reads `inside` at its canonical nodes and `covering` above them. A large canonical node's `inside` list then holds
-//! nearly every buffer live with the query. First fit there searches each list on its
-//! own from a rising candidate instead of merging them ([`Engine::jump`]): each list keeps
-//! the widest gap of every chunk of its ranges ([`Summary`]) and skips the chunks too
-//! narrow for the buffer. Both layouts place every buffer at the same offset.
+//! reads `inside` at its canonical nodes and `covering` above them. A large canonical
+//! node's `inside` list then holds nearly every buffer live with the query. First fit
+//! there searches each list on its own from a rising candidate instead of merging them
+//! ([`Engine::jump`]): each list keeps the widest gap of every chunk of its ranges
+//! ([`Summary`]) and skips the chunks too narrow for the buffer. Both layouts place every
+//! buffer at the same offset.
 //!
 //! # Node lists are unions
 //!
@@ -217,8 +218,7 @@ impl Layout {
             .iter()
             .map(|s| u128::from(s.end_bound - s.start_leaf))
             .sum();
-        let long = spans * Layout::LONG >= segments.len() as u128 * leaves as u128;
-        if long && !segments.is_empty() {
+        if spans * Layout::LONG >= segments.len() as u128 * leaves as u128 {
             Layout::Subtrees
         } else {
             Layout::Starts
@@ -921,13 +921,18 @@ impl<'p> Engine<'p> {
         }
     }
 
+    /// The node list of a gathered run (`None` for the conflict partners).
+    fn list(&self, run: Run) -> Option<&List> {
+        match run {
+            Run::Inside(node) => Some(&self.nodes[node as usize].inside),
+            Run::Covering(node) => Some(&self.nodes[node as usize].covering),
+            Run::Partners => None,
+        }
+    }
+
     /// The ranges of a gathered run.
     fn run(&self, run: Run) -> &[Range] {
-        match run {
-            Run::Inside(node) => self.nodes[node as usize].inside.as_slice(),
-            Run::Covering(node) => self.nodes[node as usize].covering.as_slice(),
-            Run::Partners => &self.partners,
-        }
+        self.list(run).map_or(&self.partners, List::as_slice)
     }
 
     /// The offset `fit` chooses for rank `rank` among the gaps left by the placed buffers
@@ -1032,16 +1037,9 @@ impl<'p> Engine<'p> {
         let lists: Vec<(&[Range], Option<&[u64]>)> = self
             .runs
             .iter()
-            .map(|&run| match run {
-                Run::Inside(node) => {
-                    let list = &self.nodes[node as usize].inside;
-                    (list.as_slice(), list.widest(&self.widest))
-                }
-                Run::Covering(node) => {
-                    let list = &self.nodes[node as usize].covering;
-                    (list.as_slice(), list.widest(&self.widest))
-                }
-                Run::Partners => (&partners[..], None),
+            .map(|&run| match self.list(run) {
+                Some(list) => (list.as_slice(), list.widest(&self.widest)),
+                None => (&partners[..], None),
             })
             .collect();
         let mut candidate = floor
@@ -1728,17 +1726,13 @@ impl Halves {
     fn plan(&self, problem: &Problem, order: &[u32]) -> Result<(Plan, u64), PlanError> {
         let side = &self.side;
         let of_half = |half: Side| {
+            let member = |i: usize| side[i] == half || side[i] == Side::Shared;
             let order: Vec<u32> = order
                 .iter()
                 .copied()
-                .filter(|&i| matches!(side[i as usize], s if s == half || s == Side::Shared))
+                .filter(|&i| member(i as usize))
                 .collect();
-            Engine::of_members(
-                problem,
-                &order,
-                |i| side[i] == half || side[i] == Side::Shared,
-                None,
-            )
+            Engine::of_members(problem, &order, member, None)
         };
         let (mut left, mut right) = (of_half(Side::Left), of_half(Side::Right));
         let (to_right, from_left) = std::sync::mpsc::channel();
