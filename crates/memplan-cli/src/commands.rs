@@ -670,8 +670,15 @@ fn plan_table(
             (
                 "iterations",
                 format!(
-                    "{} of at most {} (best plan from iteration {})",
-                    strip.iterations, options.max_iters, strip.best_iteration
+                    "{} of at most {}{} (best plan from iteration {})",
+                    strip.iterations,
+                    strip.max_iters,
+                    if strip.max_iters < options.max_iters {
+                        format!(", capped from {} by the problem size", options.max_iters)
+                    } else {
+                        String::new()
+                    },
+                    strip.best_iteration
                 ),
             ),
             (

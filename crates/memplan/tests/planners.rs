@@ -790,13 +790,17 @@ fn checked_strip(strip: Strip, problem: &Problem) -> memplan::planner::StripOutc
     let arena = outcome.plan.arena_bytes.unwrap();
     assert_eq!(Some(arena), report.arena_bytes);
     assert!(arena <= outcome.first_arena);
-    assert!(outcome.iterations <= strip.max_iters);
+    assert_eq!(
+        outcome.max_iters,
+        strip.max_iters.min(Strip::adjustments_for(problem.len()))
+    );
+    assert!(outcome.iterations <= outcome.max_iters);
     assert!(outcome.best_iteration <= outcome.iterations);
     match outcome.stop {
         Stop::Bound => assert!(arena <= outcome.threshold),
-        Stop::Limit => assert_eq!(outcome.iterations, strip.max_iters),
+        Stop::Limit => assert_eq!(outcome.iterations, outcome.max_iters),
         Stop::Repeat => assert!(outcome.iterations >= 1),
-        Stop::Budget => assert!(outcome.iterations < strip.max_iters),
+        Stop::Budget => assert!(outcome.iterations < outcome.max_iters),
     }
     outcome
 }

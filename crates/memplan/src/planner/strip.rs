@@ -125,6 +125,9 @@ pub struct StripOutcome {
     pub first_arena: u64,
     /// Adjustments made (peak suppressions), including one whose order repeated.
     pub iterations: u32,
+    /// The limit on adjustments that applied: `max_iters`, or less on a large problem
+    /// ([`Strip::adjustments_for`]).
+    pub max_iters: u32,
     /// The adjustment that produced the kept plan (0: the first placement).
     pub best_iteration: u32,
     /// Which goal stopped the tuning.
@@ -422,6 +425,7 @@ impl Strip {
             threshold,
             first_arena,
             iterations,
+            max_iters,
             best_iteration,
             stop,
             variant,
