@@ -957,6 +957,22 @@ impl<'p> Engine<'p> {
             return self.jump(shape, floor);
         }
         let mut gaps = Gaps::new(floor, shape.size, shape.alignment, fit);
+        let mut found = None;
+        self.scan_runs(floor, |range| {
+            found = gaps.next(range);
+            found.is_some()
+        });
+        match found {
+            Some(offset) => Ok(offset),
+            None => gaps.finish(),
+        }
+    }
+
+    /// Hands the gathered runs' ranges that end above `floor` to `take` in order of start
+    /// (those ending at or below it are skipped in the node lists, not necessarily in the
+    /// conflict partners), until `take` returns `true`; counts the ranges handed out in
+    /// [`Engine::reads`].
+    fn scan_runs(&mut self, floor: u64, mut take: impl FnMut(Range) -> bool) {
         let mut next = std::mem::take(&mut self.next);
         next.clear();
         let mut tree = std::mem::take(&mut self.tree_of_runs);
@@ -977,7 +993,6 @@ impl<'p> Engine<'p> {
             next.push(first as u32);
         }
         tree.build();
-        let mut found = None;
         let mut reads = 0u64;
         loop {
             let (start, i) = tree.winner();
@@ -987,8 +1002,7 @@ impl<'p> Engine<'p> {
             reads += 1;
             let k = next[i] as usize;
             let list = lists[i];
-            if let Some(offset) = gaps.next(list[k]) {
-                found = Some(offset);
+            if take(list[k]) {
                 break;
             }
             next[i] += 1;
@@ -997,10 +1011,57 @@ impl<'p> Engine<'p> {
         self.tree_of_runs = tree;
         self.next = next;
         self.reads = self.reads.saturating_add(reads);
-        match found {
-            Some(offset) => Ok(offset),
-            None => gaps.finish(),
+    }
+
+    /// The aligned offsets at or above `floor` where rank `rank` would share no byte with
+    /// the placed buffers it must not share bytes with, as the first `most` (at least 1)
+    /// of the maximal runs of them: `(first, last)`, both inclusive, in increasing order,
+    /// into `out` (cleared first; `first` is aligned, every aligned offset in between is
+    /// free too). Returns the bound below which `out` is complete: every free aligned
+    /// offset in `[floor, bound)` is in `out`; `u64::MAX` when the list runs up to the
+    /// highest offset that leaves the buffer room in a `u64`. First fit of two engines
+    /// that share a buffer is the least offset free in both ([`Halves`]). Not for
+    /// zero-size buffers.
+    fn free_from(
+        &mut self,
+        rank: usize,
+        floor: u64,
+        most: usize,
+        out: &mut Vec<(u64, u64)>,
+    ) -> u64 {
+        let Shape { size, alignment } = self.shapes[rank];
+        debug_assert!(size > 0 && most > 0);
+        out.clear();
+        self.gather(rank);
+        let mut cursor = floor;
+        let mut bound = None;
+        self.scan_runs(floor, |(lo, hi)| {
+            if lo > cursor {
+                if let Some(first) = cursor.checked_next_multiple_of(alignment) {
+                    if first.checked_add(size).is_some_and(|end| end <= lo) {
+                        let last = lo - size;
+                        out.push((first, last));
+                        if out.len() == most {
+                            bound = Some(last + 1);
+                            return true;
+                        }
+                    }
+                }
+            }
+            cursor = cursor.max(hi);
+            false
+        });
+        if let Some(bound) = bound {
+            return bound;
         }
+        // On top of everything, as far as a u64 leaves room.
+        if let Some(first) = cursor.checked_next_multiple_of(alignment) {
+            let last = u64::MAX - size;
+            if first <= last {
+                out.push((first, last));
+            }
+        }
+        u64::MAX
     }
 
     /// The lowest offset at or above `floor`, aligned, where `shape` shares no byte with
@@ -1741,6 +1802,9 @@ pub(crate) fn plan_in_order_reading(
 struct Halves {
     /// `side[i]`: buffer `i`'s half.
     side: Vec<Side>,
+    /// The runs of free offsets in the first offer for a shared buffer
+    /// ([`Halves::FIRST_OFFER`]).
+    first_offer: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1753,6 +1817,9 @@ enum Side {
 impl Halves {
     /// The fewest buffers for which a greedy run is split in two.
     const SPLIT_FROM: usize = 200_000;
+    /// The runs of free offsets the left half first offers for a shared buffer; each
+    /// further offer for the same buffer doubles it.
+    const FIRST_OFFER: usize = 8;
     /// A run is split only when at most one buffer in `SHARED_AT_MOST` lives across the
     /// cut: the halves take turns at every shared buffer, and both engines hold them all.
     /// (Measured: 300,000 buffers all live together at the middle of their time, half of
@@ -1795,12 +1862,15 @@ impl Halves {
                 }
             })
             .collect();
-        Some(Halves { side })
+        Some(Halves {
+            side,
+            first_offer: Halves::FIRST_OFFER,
+        })
     }
 
     /// Places `order` as [`plan_in_order_reading`] does.
     fn plan(&self, problem: &Problem, order: &[u32]) -> Result<(Plan, u64), PlanError> {
-        let side = &self.side;
+        let (side, first_offer) = (&self.side, self.first_offer);
         let of_half = |half: Side| {
             let member = |i: usize| side[i] == half || side[i] == Side::Shared;
             let order: Vec<u32> = order
@@ -1811,31 +1881,17 @@ impl Halves {
             Engine::of_members(problem, &order, member, None)
         };
         let (mut left, mut right) = (of_half(Side::Left), of_half(Side::Right));
-        let (to_right, from_left) = std::sync::mpsc::channel();
-        let (to_left, from_right) = std::sync::mpsc::channel();
+        let (to_right, from_left) = std::sync::mpsc::channel::<Offer>();
+        let (to_left, from_right) = std::sync::mpsc::channel::<Offer>();
         let (left, done_left, done_right) = std::thread::scope(|scope| {
             let left_thread = scope.spawn(move || {
                 let done = left.place_half(side, |engine, rank| {
-                    let mut offset = 0;
-                    loop {
-                        offset = engine.find_from(rank, Fit::First, offset)?;
-                        to_right.send(offset).map_err(|_| Halves::gone())?;
-                        let theirs = from_right.recv().map_err(|_| Halves::gone())?;
-                        if theirs == offset {
-                            return Ok(offset);
-                        }
-                        offset = theirs;
-                    }
+                    engine.agree(rank, first_offer, &to_right, &from_right)
                 });
                 (left, done)
             });
-            let done_right = right.place_half(side, |engine, rank| loop {
-                let offset = from_left.recv().map_err(|_| Halves::gone())?;
-                let mine = engine.find_from(rank, Fit::First, offset)?;
-                to_left.send(mine).map_err(|_| Halves::gone())?;
-                if mine == offset {
-                    return Ok(offset);
-                }
+            let done_right = right.place_half(side, |engine, rank| {
+                engine.agree(rank, first_offer, &to_left, &from_left)
             });
             // The right half's error, if any, drops its channel ends, which stops the
             // left half at its next shared buffer.
@@ -1868,7 +1924,67 @@ impl Halves {
     }
 }
 
+/// What a half of a split run tells the other about a shared buffer: the offsets free on
+/// its side from the floor both are at ([`Engine::free_from`]), complete below `bound`.
+struct Offer {
+    free: Vec<(u64, u64)>,
+    bound: u64,
+}
+
+/// The least offset below `bound` in both `a` and `b`, runs of free aligned offsets
+/// (`(first, last)`, inclusive, increasing, `first` aligned, as [`Engine::free_from`]
+/// gives them for one buffer, so the larger of two firsts is aligned too).
+fn least_in_both(a: &[(u64, u64)], b: &[(u64, u64)], bound: u64) -> Option<u64> {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let first = a[i].0.max(b[j].0);
+        if first >= bound {
+            return None;
+        }
+        if first <= a[i].1.min(b[j].1) {
+            return Some(first);
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    None
+}
+
 impl Engine<'_> {
+    /// The offset of shared rank `rank` ([`Halves`]): both halves offer the runs of
+    /// offsets free on their side from the same floor, at the same time, and both take the
+    /// least offset free in both; when there is none below the offers' bounds, both offer
+    /// again from there, twice as many runs. Both decide alike from the same two offers,
+    /// so they agree without a further message.
+    fn agree(
+        &mut self,
+        rank: usize,
+        first_offer: usize,
+        to_other: &std::sync::mpsc::Sender<Offer>,
+        from_other: &std::sync::mpsc::Receiver<Offer>,
+    ) -> Result<u64, PlanError> {
+        let (mut floor, mut most) = (0, first_offer);
+        let mut free = Vec::new();
+        loop {
+            let bound = self.free_from(rank, floor, most, &mut free);
+            let mine = Offer {
+                free: free.clone(),
+                bound,
+            };
+            to_other.send(mine).map_err(|_| Halves::gone())?;
+            let theirs = from_other.recv().map_err(|_| Halves::gone())?;
+            let bound = bound.min(theirs.bound);
+            match least_in_both(&free, &theirs.free, bound) {
+                Some(offset) => return Ok(offset),
+                None if bound == u64::MAX => return Err(PlanError::ArenaOverflow),
+                None => (floor, most) = (bound, most.saturating_mul(2)),
+            }
+        }
+    }
+
     /// Places the buffers of the order given to [`Engine::of_members`], in that order,
     /// with first fit; a shared one ([`Halves`]) at the offset `shared` agrees on with
     /// the other half.
@@ -1878,7 +1994,8 @@ impl Engine<'_> {
         mut shared: impl FnMut(&mut Engine<'_>, usize) -> Result<u64, PlanError>,
     ) -> Result<(), PlanError> {
         for rank in 0..self.ordered {
-            if side[self.ids[rank] as usize] == Side::Shared {
+            // A zero-size buffer goes to 0 on both sides without asking the other.
+            if side[self.ids[rank] as usize] == Side::Shared && self.shapes[rank].size > 0 {
                 self.prefetch(rank);
                 let offset = shared(self, rank)?;
                 self.place(rank, offset);
@@ -2321,12 +2438,15 @@ mod tests {
                 2..80,
             ),
             seed in 0u64..1000,
+            first_offer in 1usize..4,
         ) {
             let buffers = spec_buffers(&specs);
             let problem = Problem::from_buffers(buffers).unwrap();
             let mut order: Vec<u32> = (0..problem.len() as u32).collect();
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
-            let halves = Halves::from_size(&problem, Fit::First, 0).unwrap();
+            let mut halves = Halves::from_size(&problem, Fit::First, 0).unwrap();
+            // Small offers, so that the halves offer again for most shared buffers.
+            halves.first_offer = first_offer;
             let (split, _) = halves.plan(&problem, &order).unwrap();
             let mut engine = Engine::new(&problem);
             for &i in &order {
