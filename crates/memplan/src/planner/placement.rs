@@ -1792,9 +1792,9 @@ pub(crate) fn plan_in_order_reading(
 /// least offset free in both, which is the first fit over both engines, or, when the
 /// runs offered have none in common, both offer again from where the shorter offer ends.
 /// (Raising one candidate in turn, as this did at first, took ~20 round trips per shared
-/// buffer at 10^6 buffers with ~20,000 live, and the halves waited 17 s each.) Best fit does not split
-/// this way (the best gap over both is not found from each), nor does the stacked rule
-/// (its nearest-in-order buffer may be in either half).
+/// buffer at 10^6 buffers with ~20,000 live, and the halves waited 17 s each.) Best fit
+/// does not split this way (the best gap over both is not found from each), nor does the
+/// stacked rule (its nearest-in-order buffer may be in either half).
 ///
 /// Used from [`Halves::SPLIT_FROM`] buffers of which at most a tenth are shared
 /// ([`Halves::SHARED_AT_MOST`]), without conflict pairs or fixed offsets (which may tie a
