@@ -1503,12 +1503,13 @@ pub(crate) fn scan(
 /// run; the scan works on the union, so the order among equal starts does not matter.
 #[derive(Default)]
 struct Tournament {
-    /// Leaves: `keys[p + i]` is run `i`'s next start ([`Tournament::DONE`] when spent).
-    /// Internal node `j < p` keeps the loser of its match, as (key, run).
+    /// Node `j` (`1 <= j < p`; node `j` has children `2j` and `2j + 1`, leaf `i` is
+    /// node `p + i`) keeps the loser of its last match, as (key, run); node 0 is unused.
     losers: Vec<(u64, u32)>,
     /// The overall winner, as (key, run).
     winner: (u64, u32),
-    /// Leaves before the build: run `i`'s key.
+    /// Run `i`'s first key, set before the build ([`Tournament::DONE`] for a spent run,
+    /// and for the leaves past the last run).
     keys: Vec<u64>,
     /// The number of leaves, a power of two.
     p: usize,
