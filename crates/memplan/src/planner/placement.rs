@@ -1793,7 +1793,9 @@ pub(crate) fn plan_in_order_reading(
 /// least offset free in both, which is the first fit over both engines, or, when the
 /// runs offered have none in common, both offer again from where the shorter offer ends.
 /// (Raising one candidate in turn, as this did at first, took ~20 round trips per shared
-/// buffer at 10^6 buffers with ~20,000 live, and the halves waited 17 s each.) Best fit
+/// buffer at 10^6 buffers with ~20,000 live, and the halves waited 17 s each.) While a
+/// half waits for the other's offer, it places later buffers of its own that cannot be
+/// live with the shared one ([`Ahead`]). Best fit
 /// does not split this way (the best gap over both is not found from each), nor does the
 /// stacked rule (its nearest-in-order buffer may be in either half).
 ///
@@ -1808,6 +1810,8 @@ struct Halves {
     /// The runs of free offsets in the first offer for a shared buffer
     /// ([`Halves::FIRST_OFFER`]).
     first_offer: usize,
+    /// Place ahead whatever may go while waiting for an offer ([`Exchange`]); tests.
+    eager: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1827,7 +1831,7 @@ impl Halves {
     /// cut: the halves meet at every shared buffer, and both engines hold them all.
     /// (Measured: 300,000 buffers all live together at the middle of their time, half of
     /// them shared, took 454 s split against 440 s on one thread, with 200 MB against
-    /// 145 MB; 10^6 random buffers with ~20,000 live share 2 % and run in 24 s split
+    /// 145 MB; 10^6 random buffers with ~20,000 live share 2 % and run in 20-21 s split
     /// against 36 s on one thread.)
     const SHARED_AT_MOST: usize = 10;
 
@@ -1869,12 +1873,13 @@ impl Halves {
         Some(Halves {
             side,
             first_offer: Halves::FIRST_OFFER,
+            eager: false,
         })
     }
 
     /// Places `order` as [`plan_in_order_reading`] does.
     fn plan(&self, problem: &Problem, order: &[u32]) -> Result<(Plan, u64), PlanError> {
-        let (side, first_offer) = (&self.side, self.first_offer);
+        let (side, first_offer, eager) = (&self.side, self.first_offer, self.eager);
         let of_half = |half: Side| {
             let member = |i: usize| side[i] == half || side[i] == Side::Shared;
             let order: Vec<u32> = order
@@ -1889,17 +1894,27 @@ impl Halves {
         let (to_left, from_right) = std::sync::mpsc::channel::<Offer>();
         let (left, done_left, done_right) = std::thread::scope(|scope| {
             let left_thread = scope.spawn(move || {
-                let done = left.place_half(side, |engine, rank| {
-                    engine.agree(rank, first_offer, &to_right, &from_right)
-                });
+                let exchange = Exchange {
+                    side,
+                    first_offer,
+                    eager,
+                    to_other: to_right,
+                    from_other: from_right,
+                };
+                let done = left.place_half(&exchange);
                 (left, done)
             });
-            let done_right = right.place_half(side, |engine, rank| {
-                engine.agree(rank, first_offer, &to_left, &from_left)
-            });
+            let exchange = Exchange {
+                side,
+                first_offer,
+                eager,
+                to_other: to_left,
+                from_other: from_left,
+            };
+            let done_right = right.place_half(&exchange);
             // The right half's error, if any, drops its channel ends, which stops the
             // left half at its next shared buffer.
-            drop((to_left, from_left));
+            drop(exchange);
             match left_thread.join() {
                 Ok((left, done_left)) => Ok((left, done_left, done_right)),
                 Err(_) => Err(PlanError::Internal("the left half panicked".into())),
@@ -1962,24 +1977,34 @@ impl Engine<'_> {
     /// offsets free on their side from the same floor, at the same time, and both take the
     /// least offset free in both; when there is none below the offers' bounds, both offer
     /// again from there, twice as many runs. Both decide alike from the same two offers,
-    /// so they agree without a further message.
-    fn agree(
-        &mut self,
-        rank: usize,
-        first_offer: usize,
-        to_other: &std::sync::mpsc::Sender<Offer>,
-        from_other: &std::sync::mpsc::Receiver<Offer>,
-    ) -> Result<u64, PlanError> {
-        let (mut floor, mut most) = (0, first_offer);
+    /// so they agree without a further message. While the other half's offer has not
+    /// come, later buffers of this half that cannot be live with `rank` are placed ahead
+    /// ([`Ahead`]).
+    fn agree(&mut self, rank: usize, exchange: &Exchange<'_>) -> Result<u64, PlanError> {
+        let (mut floor, mut most) = (0, exchange.first_offer);
         let mut free = Vec::new();
+        let mut ahead = Ahead::new(self, rank);
         loop {
             let bound = self.free_from(rank, floor, most, &mut free);
             let mine = Offer {
                 free: free.clone(),
                 bound,
             };
-            to_other.send(mine).map_err(|_| Halves::gone())?;
-            let theirs = from_other.recv().map_err(|_| Halves::gone())?;
+            exchange.to_other.send(mine).map_err(|_| Halves::gone())?;
+            if exchange.eager {
+                while ahead.place_one(self, exchange.side)? {}
+            }
+            let theirs = loop {
+                match exchange.from_other.try_recv() {
+                    Ok(theirs) => break theirs,
+                    Err(std::sync::mpsc::TryRecvError::Empty) => {
+                        if !ahead.place_one(self, exchange.side)? {
+                            break exchange.from_other.recv().map_err(|_| Halves::gone())?;
+                        }
+                    }
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(Halves::gone()),
+                }
+            };
             let bound = bound.min(theirs.bound);
             match least_in_both(&free, &theirs.free, bound) {
                 Some(offset) => return Ok(offset),
@@ -1989,25 +2014,94 @@ impl Engine<'_> {
         }
     }
 
-    /// Places the buffers of the order given to [`Engine::of_members`], in that order,
-    /// with first fit; a shared one ([`Halves`]) at the offset `shared` agrees on with
-    /// the other half.
-    fn place_half(
-        &mut self,
-        side: &[Side],
-        mut shared: impl FnMut(&mut Engine<'_>, usize) -> Result<u64, PlanError>,
-    ) -> Result<(), PlanError> {
+    /// Places the buffers of the order given to [`Engine::of_members`], in that order
+    /// (but for those placed ahead, which change no placement), with first fit; a shared
+    /// one ([`Halves`]) at the offset it agrees on with the other half.
+    fn place_half(&mut self, exchange: &Exchange<'_>) -> Result<(), PlanError> {
         for rank in 0..self.ordered {
+            if self.placed[rank] {
+                continue;
+            }
             // A zero-size buffer goes to 0 on both sides without asking the other.
-            if side[self.ids[rank] as usize] == Side::Shared && self.shapes[rank].size > 0 {
+            if exchange.side[self.ids[rank] as usize] == Side::Shared && self.shapes[rank].size > 0
+            {
                 self.prefetch(rank);
-                let offset = shared(self, rank)?;
+                let offset = self.agree(rank, exchange)?;
                 self.place(rank, offset);
             } else {
                 self.place_rank_with(rank, Fit::First)?;
             }
         }
         Ok(())
+    }
+}
+
+/// One half's ends of a split run's channels ([`Halves`]).
+struct Exchange<'a> {
+    side: &'a [Side],
+    first_offer: usize,
+    /// Place ahead all that may go before looking for the other's offer (tests: what is
+    /// placed ahead otherwise depends on the threads' timing).
+    eager: bool,
+    to_other: std::sync::mpsc::Sender<Offer>,
+    from_other: std::sync::mpsc::Receiver<Offer>,
+}
+
+/// The buffers a half may place while it waits for the other's offer for a shared
+/// buffer: the next ones in its order, up to [`Ahead::MOST`] ranks on, that are not
+/// shared and whose lifetime does not meet the hull of the lifetimes of the shared buffer
+/// and of every buffer passed over (touching counts as meeting). A buffer's placement
+/// depends only on the placed buffers live with it, so one placed ahead of buffers it is
+/// not live with, and before every buffer it is live with that follows it, lands where it
+/// would have in order; so do those. Placing ahead changes neither a plan nor the ranges
+/// read.
+struct Ahead {
+    /// The next rank to look at.
+    next: usize,
+    /// The rank past the last one to look at.
+    end: usize,
+    /// The hull of the lifetimes passed over, shared buffer included: `(start, end)`.
+    hull: (u64, u64),
+}
+
+impl Ahead {
+    /// How far past a shared buffer a half looks for buffers to place ahead.
+    const MOST: usize = 64;
+
+    fn new(engine: &Engine<'_>, rank: usize) -> Ahead {
+        Ahead {
+            next: rank + 1,
+            end: engine.ordered.min(rank + 1 + Ahead::MOST),
+            hull: engine.lifetime_of(rank),
+        }
+    }
+
+    /// Places the next buffer that may go ahead; `false` when there is none.
+    fn place_one(&mut self, engine: &mut Engine<'_>, side: &[Side]) -> Result<bool, PlanError> {
+        while self.next < self.end {
+            let rank = self.next;
+            self.next += 1;
+            if engine.placed[rank] {
+                continue;
+            }
+            let (start, end) = engine.lifetime_of(rank);
+            let meets = start <= self.hull.1 && self.hull.0 <= end;
+            if meets || side[engine.ids[rank] as usize] == Side::Shared {
+                self.hull = (self.hull.0.min(start), self.hull.1.max(end));
+                continue;
+            }
+            engine.place_rank_with(rank, Fit::First)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+impl Engine<'_> {
+    /// The lifetime of rank `rank`: `(start, end)`, the hull of its live segments.
+    fn lifetime_of(&self, rank: usize) -> (u64, u64) {
+        let lifetime = self.problem.buffers()[self.ids[rank] as usize].lifetime;
+        (lifetime.start, lifetime.end)
     }
 }
 
@@ -2443,14 +2537,17 @@ mod tests {
             ),
             seed in 0u64..1000,
             first_offer in 1usize..4,
+            eager: bool,
         ) {
             let buffers = spec_buffers(&specs);
             let problem = Problem::from_buffers(buffers).unwrap();
             let mut order: Vec<u32> = (0..problem.len() as u32).collect();
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
             let mut halves = Halves::from_size(&problem, Fit::First, 0).unwrap();
-            // Small offers, so that the halves offer again for most shared buffers.
+            // Small offers, so that the halves offer again for most shared buffers, and
+            // with `eager` as much placed ahead as may go (else the threads' timing decides).
             halves.first_offer = first_offer;
+            halves.eager = eager;
             let (split, _) = halves.plan(&problem, &order).unwrap();
             let mut engine = Engine::new(&problem);
             for &i in &order {
