@@ -1036,16 +1036,12 @@ impl<'p> Engine<'p> {
         let mut cursor = floor;
         let mut bound = None;
         self.scan_runs(floor, |(lo, hi)| {
-            if lo > cursor {
-                if let Some(first) = cursor.checked_next_multiple_of(alignment) {
-                    if first.checked_add(size).is_some_and(|end| end <= lo) {
-                        let last = lo - size;
-                        out.push((first, last));
-                        if out.len() == most {
-                            bound = Some(last + 1);
-                            return true;
-                        }
-                    }
+            if let Some(first) = fit_in_gap(cursor, lo, size, alignment) {
+                let last = lo - size;
+                out.push((first, last));
+                if out.len() == most {
+                    bound = Some(last + 1);
+                    return true;
                 }
             }
             cursor = cursor.max(hi);
@@ -1508,12 +1504,11 @@ struct Tournament {
     losers: Vec<(u64, u32)>,
     /// The overall winner, as (key, run).
     winner: (u64, u32),
-    /// Run `i`'s first key, set before the build ([`Tournament::DONE`] for a spent run,
-    /// and for the leaves past the last run).
-    keys: Vec<u64>,
     /// The number of leaves, a power of two.
     p: usize,
-    /// Scratch for the build: the winner of each subtree.
+    /// For the build: the winner of the subtree at each node, as (key, run); leaf `i`
+    /// (node `p + i`) holds run `i`'s first key ([`Tournament::DONE`] for a spent run and
+    /// for the leaves past the last run).
     winners: Vec<(u64, u32)>,
 }
 
@@ -1522,25 +1517,23 @@ impl Tournament {
     const DONE: u64 = u64::MAX;
 
     fn reset(&mut self, runs: usize) {
-        self.p = runs.max(1).next_power_of_two();
-        self.keys.clear();
-        self.keys.resize(self.p, Tournament::DONE);
+        let p = runs.max(1).next_power_of_two();
+        self.p = p;
+        self.winners.clear();
+        self.winners.resize(p, (0, 0));
+        self.winners
+            .extend((0..p as u32).map(|i| (Tournament::DONE, i)));
     }
 
     fn set(&mut self, run: usize, key: u64) {
-        self.keys[run] = key;
+        self.winners[self.p + run].0 = key;
     }
 
     /// Plays every match once the keys are set.
     fn build(&mut self) {
         let p = self.p;
-        // winners[j] for the subtree at j, computed bottom up; losers kept on the way.
+        // Each subtree's winner, bottom up; the losers kept on the way.
         let winners = &mut self.winners;
-        winners.clear();
-        winners.resize(2 * p, (0, 0));
-        for i in 0..p {
-            winners[p + i] = (self.keys[i], i as u32);
-        }
         self.losers.clear();
         self.losers.resize(p, (Tournament::DONE, 0));
         for j in (1..p).rev() {
@@ -1577,6 +1570,13 @@ impl Tournament {
     }
 }
 
+/// The lowest aligned offset at or above `start` where `size` bytes end by `lo` (the gap
+/// `[start, lo)` holds them), if any; `None` also when the arithmetic would overflow.
+fn fit_in_gap(start: u64, lo: u64, size: u64, alignment: u64) -> Option<u64> {
+    let offset = start.checked_next_multiple_of(alignment)?;
+    (offset.checked_add(size)? <= lo).then_some(offset)
+}
+
 /// The gap scan: fed ranges in order of start (possibly overlapping or repeated), it
 /// chooses an offset `>= floor` for a buffer of `size` and `alignment` among the gaps
 /// between them, or on top of them ([`Fit::Stacked`] scans first-fit).
@@ -1604,22 +1604,16 @@ impl Gaps {
     /// change it).
     fn next(&mut self, (lo, hi): Range) -> Option<u64> {
         let cursor = self.floor_or_highest_end;
-        if lo > cursor {
-            if let Some(candidate) = cursor.checked_next_multiple_of(self.alignment) {
-                if let Some(end) = candidate.checked_add(self.size) {
-                    if end <= lo {
-                        match self.fit {
-                            Fit::First | Fit::Stacked => return Some(candidate),
-                            Fit::Best => {
-                                let room = lo - end;
-                                if room == 0 {
-                                    return Some(candidate);
-                                }
-                                if self.best.map_or(true, |(r, _)| room < r) {
-                                    self.best = Some((room, candidate));
-                                }
-                            }
-                        }
+        if let Some(candidate) = fit_in_gap(cursor, lo, self.size, self.alignment) {
+            match self.fit {
+                Fit::First | Fit::Stacked => return Some(candidate),
+                Fit::Best => {
+                    let room = lo - (candidate + self.size);
+                    if room == 0 {
+                        return Some(candidate);
+                    }
+                    if self.best.map_or(true, |(r, _)| room < r) {
+                        self.best = Some((room, candidate));
                     }
                 }
             }
@@ -1795,9 +1789,9 @@ pub(crate) fn plan_in_order_reading(
 /// (Raising one candidate in turn, as this did at first, took ~20 round trips per shared
 /// buffer at 10^6 buffers with ~20,000 live, and the halves waited 17 s each.) While a
 /// half waits for the other's offer, it places later buffers of its own that cannot be
-/// live with the shared one ([`Ahead`]). Best fit
-/// does not split this way (the best gap over both is not found from each), nor does the
-/// stacked rule (its nearest-in-order buffer may be in either half).
+/// live with the shared one ([`Ahead`]). Best fit does not split this way (the best gap
+/// over both is not found from each), nor does the stacked rule (its nearest-in-order
+/// buffer may be in either half).
 ///
 /// Used from [`Halves::SPLIT_FROM`] buffers of which at most a tenth are shared
 /// ([`Halves::SHARED_AT_MOST`]), without conflict pairs or fixed offsets (which may tie a
