@@ -194,22 +194,46 @@ const _: () = assert!(std::mem::size_of::<Node>() == 128);
 ///   `inside` at its canonical nodes and `covering` at their strict ancestors (two nodes
 ///   share a leaf exactly when one is the other or above it).
 ///
+/// - `Blocks { shift }`: time is cut into aligned *blocks* of `2^shift` leaves, and the
+///   engine's leaves are padded to a power of two so that every node below the blocks
+///   lies inside one. A segment is in the *block lists* of the blocks it meets and the
+///   *quad lists* of the runs of four blocks it meets (the [`Engine::extra`] lists);
+///   in the *ends* lists of the ancestors of its last leaf below block size; in the
+///   `inside` lists of the ancestors of its start leaf below block size; and in the
+///   `covering` lists of the canonical nodes of the leaves strictly inside it, where a
+///   canonical node of block size or above stands for its descendants of block size,
+///   which get the range instead. A query whose leaves hold a whole block reads the
+///   block (or quad) lists of its whole blocks, the ends lists of the canonical nodes
+///   of its leaves before them (segments met only there end there) and the `inside`
+///   lists of those after them (segments met only there start there). A query without
+///   a whole block reads as in `Starts`, its path stopping at block size.
+///
 /// With `Starts`, a segment is stored in fewer lists; but the buffers live with a long
 /// lifetime are spread over the lists of ~20 nodes that interleave, and a placement reads
 /// them one by one. With `Subtrees`, the `inside` list of a large canonical node holds
 /// nearly every buffer live with it, and first fit searches each list on its own with
 /// the chunk summaries ([`Engine::jump`]): issue #18, 300,000 buffers all live at once
 /// took 440 s to place with `Starts` and take 1.7 s with `Subtrees`; on short lifetimes
-/// `Subtrees` costs 1.5-1.8×. [`Layout::of`] chooses.
+/// `Subtrees` costs 1.5-1.8×. With `Blocks`, a block or quad list holds every buffer
+/// live with any of its leaves, so it has about as few ranges as the union of all the
+/// ranges a placement must avoid, while `Starts` spreads that union over ~14 lists
+/// whose pieces interleave: with ~20,000 buffers live at once, a placement reads a
+/// fifth of the ranges, for three times the insertions (doc/planners.md, eleventh
+/// pass). [`Layout::of`] chooses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
     Starts,
     Subtrees,
+    Blocks { shift: u32 },
 }
 
 impl Layout {
     /// `Subtrees` when there are at least [`Layout::MANY`] segments and they span, on
-    /// average, at least [`Layout::LONG`] of the leaves; else `Starts`.
+    /// average, at least [`Layout::LONG`] of the leaves; else `Blocks` when there are at
+    /// least [`Layout::CROWDED_FROM`] segments, at least [`Layout::CROWDED`] of them
+    /// live at a leaf on average, and they span [`Layout::BLOCKS_PER_SPAN`] blocks of
+    /// 4 leaves or more on average (blocks as near that count as a power of two gives);
+    /// else `Starts`.
     fn of(segments: &[Segment], leaves: usize) -> Layout {
         if segments.len() < Layout::MANY {
             return Layout::Starts;
@@ -218,11 +242,20 @@ impl Layout {
             .iter()
             .map(|s| u128::from(s.end_bound - s.start_leaf))
             .sum();
-        if spans * Layout::LONG >= segments.len() as u128 * leaves as u128 {
-            Layout::Subtrees
-        } else {
-            Layout::Starts
+        let n = segments.len() as u128;
+        if spans * Layout::LONG >= n * leaves as u128 {
+            return Layout::Subtrees;
         }
+        let per_block = spans / n / Layout::BLOCKS_PER_SPAN;
+        if segments.len() >= Layout::CROWDED_FROM
+            && spans >= Layout::CROWDED * leaves as u128
+            && per_block >= 4
+        {
+            // The largest power of two at most `per_block`, and at most 2^20 leaves.
+            let shift = (127 - per_block.leading_zeros()).min(20);
+            return Layout::Blocks { shift };
+        }
+        Layout::Starts
     }
 
     /// The mean span, in leaves, from which [`Layout::Subtrees`] is chosen: one `LONG`-th
@@ -232,7 +265,19 @@ impl Layout {
     /// `Starts` are faster: on the benchmark files with long lifetimes (at most 1,042
     /// buffers), `Subtrees` took 1.5-1.7× as long, with the same plans.
     const MANY: usize = 20_000;
+    /// The fewest segments for which [`Layout::Blocks`] is chosen.
+    const CROWDED_FROM: usize = 100_000;
+    /// The fewest segments live at a leaf, on average, for which [`Layout::Blocks`] is
+    /// chosen: with fewer, `Starts`' lists are short anyway.
+    const CROWDED: u128 = 2_000;
+    /// How many blocks a mean segment spans in [`Layout::Blocks`] (at least; fewer than
+    /// twice as many).
+    const BLOCKS_PER_SPAN: u128 = 6;
 }
+
+/// The longest node list that [`Engine::insert_into`] searches on its own rather than in
+/// lockstep with the others.
+const SHORT: usize = 16;
 
 /// How many ranges a node list holds inside the node, without an allocation of its own.
 const INLINE: usize = 3;
@@ -469,6 +514,15 @@ pub(crate) struct Engine<'p> {
     tree: Tree,
     /// The summaries of the long node lists, in [`Layout::Subtrees`].
     widest: Widest,
+    /// The lists a placed segment goes into ([`Engine::place`]; reused).
+    targets: Vec<Run>,
+    /// The lockstep binary searches of [`Engine::insert_into`] (reused).
+    searches: Vec<(usize, usize)>,
+    /// In [`Layout::Blocks`]: the ends list of node `v` at `v` (for the nodes below
+    /// block size; the others stay empty), then the block list of block `j` at
+    /// `2 T + j`, then the quad list of blocks `j..j + 4` at `2 T + B + j`, for the `T`
+    /// (padded) leaves and the `B` blocks. Empty in the other layouts.
+    extra: Vec<List>,
 }
 
 /// The nodes of the segment tree that the query and the insertion of a segment visit in
@@ -598,6 +652,15 @@ fn canonical(n: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
     }
 }
 
+/// The whole blocks of `2^shift` leaves inside leaves `[l, r)` ([`Layout::Blocks`]), as
+/// `(first, end, after)`: blocks `first..end` (at least one), whose leaves run from
+/// `first << shift` up to `after = end << shift`; `None` when there is no whole block.
+fn whole_blocks(l: usize, r: usize, shift: u32) -> Option<(usize, usize, usize)> {
+    let first = l.div_ceil(1 << shift);
+    let end = r >> shift;
+    (first < end).then_some((first, end, end << shift))
+}
+
 /// The undo log of a trial: enough to restore every node list and placed flag.
 #[derive(Default)]
 struct Journal {
@@ -611,11 +674,10 @@ struct Journal {
     recency: Vec<(bool, u32, u32)>,
 }
 
-/// One [`insert_union`] on one node list, as its inverse needs it.
+/// One [`insert_union_at`] on one node list, as its inverse needs it.
 struct Edit {
-    /// `true`: a `covering` list; `false`: an `inside` list.
-    covering: bool,
-    node: u32,
+    /// The list edited (never [`Run::Partners`]).
+    list: Run,
     /// Where the inserted or merged range sits in the list.
     at: u32,
     /// `journal.removed[removed]`: the ranges it replaced (empty for a pure insertion).
@@ -628,6 +690,8 @@ struct Edit {
 enum Run {
     Inside(u32),
     Covering(u32),
+    /// [`Engine::extra`]`[i]`, in [`Layout::Blocks`].
+    Extra(u32),
     Partners,
 }
 
@@ -760,6 +824,17 @@ impl<'p> Engine<'p> {
         }
 
         let layout = layout.unwrap_or_else(|| Layout::of(&segments, leaves));
+        let mut extra = Vec::new();
+        let leaves = match layout {
+            Layout::Blocks { shift } => {
+                // A power of two, so that every node below block size lies in one block.
+                let padded = leaves.next_power_of_two().max(1 << shift);
+                let blocks = padded >> shift;
+                extra.resize(2 * padded + 2 * blocks, List::default());
+                padded
+            }
+            _ => leaves,
+        };
         let mut nodes = vec![Node::default(); 2 * leaves];
         let mut tree = Tree::new(leaves, layout == Layout::Subtrees);
         for s in &segments {
@@ -779,6 +854,19 @@ impl<'p> Engine<'p> {
                         }
                     }
                 }
+                Layout::Blocks { shift } => match whole_blocks(l, r, shift) {
+                    Some((_, _, after)) => canonical(leaves, after, r, |node| {
+                        nodes[node].read_inside = true;
+                    }),
+                    None => {
+                        canonical(leaves, l, r, |node| nodes[node].read_inside = true);
+                        let mut p = l + leaves;
+                        for _ in 0..=shift {
+                            nodes[p].read_covering = true;
+                            p >>= 1;
+                        }
+                    }
+                },
             }
         }
         if layout == Layout::Starts {
@@ -812,6 +900,9 @@ impl<'p> Engine<'p> {
             layout,
             tree,
             widest: Widest::new(),
+            targets: Vec::new(),
+            searches: Vec::new(),
+            extra,
         }
     }
 
@@ -901,6 +992,57 @@ impl<'p> Engine<'p> {
                         }
                     }
                 }
+                Layout::Blocks { shift } => {
+                    let base = 2 * n;
+                    match whole_blocks(l, r, shift) {
+                        Some((first, end, after)) => {
+                            if end - first < 4 {
+                                for j in first..end {
+                                    take(
+                                        &mut self.runs,
+                                        &self.extra[base + j],
+                                        base + j,
+                                        Run::Extra,
+                                    );
+                                }
+                            } else {
+                                // Quads from the first whole block, the last one ending with
+                                // the last whole block (it may overlap the one before).
+                                let quads = base + (n >> shift);
+                                let mut j = first;
+                                while j + 4 < end {
+                                    take(
+                                        &mut self.runs,
+                                        &self.extra[quads + j],
+                                        quads + j,
+                                        Run::Extra,
+                                    );
+                                    j += 4;
+                                }
+                                let j = quads + end - 4;
+                                take(&mut self.runs, &self.extra[j], j, Run::Extra);
+                            }
+                            // The segments met only before the whole blocks end there, those
+                            // met only after them start there.
+                            canonical(n, l, first << shift, |node| {
+                                take(&mut self.runs, &self.extra[node], node, Run::Extra)
+                            });
+                            canonical(n, after, r, |node| {
+                                take(&mut self.runs, &self.nodes[node].inside, node, Run::Inside)
+                            });
+                        }
+                        None => {
+                            canonical(n, l, r, |node| {
+                                take(&mut self.runs, &self.nodes[node].inside, node, Run::Inside)
+                            });
+                            let mut p = l + n;
+                            for _ in 0..=shift {
+                                take(&mut self.runs, &self.nodes[p].covering, p, Run::Covering);
+                                p >>= 1;
+                            }
+                        }
+                    }
+                }
             }
         }
         let (first, last) = (
@@ -926,6 +1068,17 @@ impl<'p> Engine<'p> {
         match run {
             Run::Inside(node) => Some(&self.nodes[node as usize].inside),
             Run::Covering(node) => Some(&self.nodes[node as usize].covering),
+            Run::Extra(i) => Some(&self.extra[i as usize]),
+            Run::Partners => None,
+        }
+    }
+
+    /// The node list of a gathered run, to edit (`None` for the conflict partners).
+    fn list_mut(&mut self, run: Run) -> Option<&mut List> {
+        match run {
+            Run::Inside(node) => Some(&mut self.nodes[node as usize].inside),
+            Run::Covering(node) => Some(&mut self.nodes[node as usize].covering),
+            Run::Extra(i) => Some(&mut self.extra[i as usize]),
             Run::Partners => None,
         }
     }
@@ -956,6 +1109,12 @@ impl<'p> Engine<'p> {
         if self.layout == Layout::Subtrees && fit != Fit::Best {
             return self.jump(shape, floor);
         }
+        // Best fit measures each gap from its start: a raised floor would cut the gap
+        // below it short.
+        let floor = match fit {
+            Fit::Best => floor,
+            _ => self.dense_floor(shape, floor),
+        };
         let mut gaps = Gaps::new(floor, shape.size, shape.alignment, fit);
         let mut found = None;
         self.scan_runs(floor, |range| {
@@ -984,7 +1143,7 @@ impl<'p> Engine<'p> {
             // lists have nothing to skip (the floor is 0 outside `Fit::Stacked`), and a
             // binary search for nothing would cost a cache miss per probe.
             let first = match run {
-                Run::Inside(_) | Run::Covering(_) if list[0].1 <= floor => {
+                Run::Inside(_) | Run::Covering(_) | Run::Extra(_) if list[0].1 <= floor => {
                     list.partition_point(|r| r.1 <= floor)
                 }
                 _ => 0,
@@ -1013,6 +1172,45 @@ impl<'p> Engine<'p> {
         self.reads = self.reads.saturating_add(reads);
     }
 
+    /// A lower bound at or above `floor` on the offsets where `shape` shares no byte with
+    /// the gathered runs: in [`Layout::Blocks`], the offset that every gathered block and
+    /// quad list lets pass on its own (each searched from the last one's fit, round after
+    /// round until none raises it); `floor` elsewhere. A block or quad list holds nearly
+    /// every range of the placement's union, so the bound is usually its answer, and the
+    /// merged scan above it reads a few ranges instead of every range below it. The
+    /// ranges looked at are counted in [`Engine::reads`].
+    fn dense_floor(&mut self, shape: Shape, floor: u64) -> u64 {
+        if !matches!(self.layout, Layout::Blocks { .. }) {
+            return floor;
+        }
+        let dense_from = 2 * self.leaves;
+        let mut raised = floor;
+        let mut reads = 0;
+        loop {
+            let before = raised;
+            for &run in &self.runs {
+                let Run::Extra(i) = run else { continue };
+                if (i as usize) < dense_from {
+                    continue;
+                }
+                let ranges = self.extra[i as usize].as_slice();
+                match first_fit_in(ranges, None, 0, raised, shape, &mut reads) {
+                    Ok((offset, _)) => raised = offset,
+                    // No room in a u64 above `raised`: the scan finds that out itself.
+                    Err(_) => {
+                        self.reads = self.reads.saturating_add(reads);
+                        return before;
+                    }
+                }
+            }
+            if raised == before {
+                break;
+            }
+        }
+        self.reads = self.reads.saturating_add(reads);
+        raised
+    }
+
     /// The aligned offsets at or above `floor` where rank `rank` would share no byte with
     /// the placed buffers it must not share bytes with, as the first `most` (at least 1)
     /// of the maximal runs of them: `(first, last)`, both inclusive, in increasing order,
@@ -1033,6 +1231,7 @@ impl<'p> Engine<'p> {
         debug_assert!(size > 0 && most > 0);
         out.clear();
         self.gather(rank);
+        let floor = self.dense_floor(self.shapes[rank], floor);
         let mut cursor = floor;
         let mut bound = None;
         self.scan_runs(floor, |(lo, hi)| {
@@ -1073,11 +1272,12 @@ impl<'p> Engine<'p> {
     /// summaries included.
     fn jump(&mut self, shape: Shape, floor: u64) -> Result<u64, PlanError> {
         for k in 0..self.runs.len() {
-            match self.runs[k] {
-                Run::Inside(node) => self.nodes[node as usize].inside.refresh(&mut self.widest),
-                Run::Covering(node) => self.nodes[node as usize].covering.refresh(&mut self.widest),
-                Run::Partners => {}
+            let run = self.runs[k];
+            let mut widest = std::mem::take(&mut self.widest);
+            if let Some(list) = self.list_mut(run) {
+                list.refresh(&mut widest);
             }
+            self.widest = widest;
         }
         let mut next = std::mem::take(&mut self.next);
         next.clear();
@@ -1170,62 +1370,143 @@ impl<'p> Engine<'p> {
         }
         let n = self.leaves;
         let mut visited = std::mem::take(&mut self.tree.visited);
+        let mut targets = std::mem::take(&mut self.targets);
         for index in self.segments_of(rank) {
             let segment = self.segments[index];
             let (l, r) = (segment.start_leaf as usize, segment.end_bound as usize);
+            targets.clear();
             match self.layout {
                 Layout::Starts => {
                     let mut p = l + n;
                     while p >= 1 {
                         if self.nodes[p].read_inside {
-                            self.insert(false, p, range);
+                            targets.push(Run::Inside(p as u32));
                         }
                         p >>= 1;
                     }
-                    canonical(n, l + 1, r, |node| self.insert(true, node, range));
+                    canonical(n, l + 1, r, |node| targets.push(Run::Covering(node as u32)));
                 }
                 Layout::Subtrees => {
                     self.tree.visit(l, r);
                     std::mem::swap(&mut visited, &mut self.tree.visited);
                     for &(node, canonical) in &visited {
-                        let node = node as usize;
-                        if canonical && self.nodes[node].read_covering {
-                            self.insert(true, node, range);
+                        let lists = &self.nodes[node as usize];
+                        if canonical && lists.read_covering {
+                            targets.push(Run::Covering(node));
                         }
-                        if self.nodes[node].read_inside {
-                            self.insert(false, node, range);
+                        if lists.read_inside {
+                            targets.push(Run::Inside(node));
                         }
                     }
                     std::mem::swap(&mut visited, &mut self.tree.visited);
                 }
+                Layout::Blocks { shift } => {
+                    // Below block size: `inside` above the start leaf, ends above the last.
+                    let (mut p, mut q) = (l + n, r - 1 + n);
+                    for _ in 0..shift {
+                        if self.nodes[p].read_inside {
+                            targets.push(Run::Inside(p as u32));
+                        }
+                        targets.push(Run::Extra(q as u32));
+                        p >>= 1;
+                        q >>= 1;
+                    }
+                    // `covering`, a canonical node of block size or above standing for its
+                    // descendants of block size.
+                    let height = n.trailing_zeros();
+                    canonical(n, l + 1, r, |node| {
+                        let level = height - node.ilog2();
+                        let below = level.saturating_sub(shift);
+                        for w in node << below..(node + 1) << below {
+                            if self.nodes[w].read_covering {
+                                targets.push(Run::Covering(w as u32));
+                            }
+                        }
+                    });
+                    let (base, blocks) = (2 * n, n >> shift);
+                    let (first, last) = (l >> shift, (r - 1) >> shift);
+                    targets.extend((first..=last).map(|j| Run::Extra((base + j) as u32)));
+                    if blocks >= 4 {
+                        let quads = first.saturating_sub(3)..=last.min(blocks - 4);
+                        targets.extend(quads.map(|j| Run::Extra((base + blocks + j) as u32)));
+                    }
+                }
             }
+            self.insert_into(&targets, range);
         }
+        self.targets = targets;
         self.tree.visited = visited;
     }
 
-    /// Adds `range` to one node list, journaled while a trial is open.
-    fn insert(&mut self, covering: bool, node: usize, range: Range) {
-        let node_lists = &mut self.nodes[node];
-        let list = if covering {
-            &mut node_lists.covering
-        } else {
-            &mut node_lists.inside
-        };
-        match &mut self.journal {
-            None => {
-                insert_union(list, range, |_| {});
+    /// Adds `range` to each of the node lists `targets` (no list twice), journaled while a
+    /// trial is open.
+    ///
+    /// The binary searches for where it goes in each list run in lockstep, one step of
+    /// every list at a time: the steps of different lists do not depend on each other, so
+    /// their cache misses overlap. One after the other, each list's search was a chain of
+    /// misses (issue #18: in [`Layout::Blocks`], nearly all of the insertion's time).
+    fn insert_into(&mut self, targets: &[Run], range: Range) {
+        let lo = range.0;
+        let mut searches = std::mem::take(&mut self.searches);
+        searches.clear();
+        {
+            let lists: Vec<&[Range]> = targets.iter().map(|&run| self.run(run)).collect();
+            // `(base, size)`: the first range ending at or above `lo` is in
+            // `base..=base + size`; `size == 0`: it is at `base`. A short list (in the
+            // cache already, or inline) is searched at once.
+            searches.extend(lists.iter().map(|ranges| {
+                if ranges.len() <= SHORT {
+                    (ranges.partition_point(|r| r.1 < lo), 0)
+                } else {
+                    (0, ranges.len())
+                }
+            }));
+            let mut open = true;
+            while open {
+                open = false;
+                for (ranges, (base, size)) in lists.iter().zip(searches.iter_mut()) {
+                    if *size > 1 {
+                        let half = *size / 2;
+                        // A mask, not a branch: a mispredicted branch would throw away the
+                        // loads of the other lists' steps issued after it. (`black_box`
+                        // hides that `below` is 0 or 1, which the compiler would turn back
+                        // into a branch.)
+                        let below = std::hint::black_box(usize::from(ranges[*base + half].1 < lo));
+                        *base += half & below.wrapping_neg();
+                        *size -= half;
+                        open |= *size > 1;
+                    }
+                }
             }
-            Some(journal) => {
-                let first = journal.removed.len();
-                let at = insert_union(list, range, |old| journal.removed.extend_from_slice(old));
-                journal.edits.push(Edit {
-                    covering,
-                    node: node as u32,
-                    at: at as u32,
-                    removed: first..journal.removed.len(),
-                });
+            for (ranges, (base, size)) in lists.iter().zip(searches.iter_mut()) {
+                if *size == 1 {
+                    *base += usize::from(ranges[*base].1 < lo);
+                }
             }
         }
+        for (&run, &(first, _)) in targets.iter().zip(searches.iter()) {
+            let list = match run {
+                Run::Inside(node) => &mut self.nodes[node as usize].inside,
+                Run::Covering(node) => &mut self.nodes[node as usize].covering,
+                Run::Extra(i) => &mut self.extra[i as usize],
+                Run::Partners => unreachable!("the conflict partners are not a node list"),
+            };
+            match &mut self.journal {
+                None => insert_union_at(list, range, first, |_| {}),
+                Some(journal) => {
+                    let removed = journal.removed.len();
+                    insert_union_at(list, range, first, |old| {
+                        journal.removed.extend_from_slice(old)
+                    });
+                    journal.edits.push(Edit {
+                        list: run,
+                        at: first as u32,
+                        removed: removed..journal.removed.len(),
+                    });
+                }
+            }
+        }
+        self.searches = searches;
     }
 
     /// Opens a trial: the placements from now on are undone by [`Engine::rollback`]. A
@@ -1241,13 +1522,9 @@ impl<'p> Engine<'p> {
             return;
         };
         for edit in journal.edits.iter().rev() {
-            let node = &mut self.nodes[edit.node as usize];
-            let list = if edit.covering {
-                &mut node.covering
-            } else {
-                &mut node.inside
-            };
-            list.splice(edit.at as usize, &journal.removed[edit.removed.clone()]);
+            if let Some(list) = self.list_mut(edit.list) {
+                list.splice(edit.at as usize, &journal.removed[edit.removed.clone()]);
+            }
         }
         if let Some(recency) = &mut self.recency {
             for &(is_tag, node, old) in journal.recency.iter().rev() {
@@ -1278,17 +1555,14 @@ impl<'p> Engine<'p> {
     /// the other inside the dependent steps of the query and the insertion.
     fn prefetch(&mut self, rank: usize) {
         let n = self.leaves;
-        let touch = |node: &Node| {
-            let mut sum = 0u64;
-            for list in [&node.inside, &node.covering] {
-                let ranges = list.as_slice();
-                if let (Some(first), Some(middle)) = (ranges.first(), ranges.get(ranges.len() / 2))
-                {
-                    sum = sum.wrapping_add(first.0 ^ middle.1);
-                }
+        let touch_list = |list: &List| {
+            let ranges = list.as_slice();
+            match (ranges.first(), ranges.get(ranges.len() / 2)) {
+                (Some(first), Some(middle)) => first.0 ^ middle.1,
+                _ => 0,
             }
-            sum
         };
+        let touch = |node: &Node| touch_list(&node.inside).wrapping_add(touch_list(&node.covering));
         let mut sum = 0u64;
         for index in self.segments_of(rank) {
             let segment = self.segments[index];
@@ -1307,6 +1581,20 @@ impl<'p> Engine<'p> {
                 Layout::Subtrees => {
                     for &(node, _) in self.tree.visit(l, r) {
                         sum = sum.wrapping_add(touch(&self.nodes[node as usize]));
+                    }
+                }
+                Layout::Blocks { shift } => {
+                    // The block lists met, and the nodes above both ends up to block size.
+                    let base = 2 * n;
+                    for j in l >> shift..=(r - 1) >> shift {
+                        sum = sum.wrapping_add(touch_list(&self.extra[base + j]));
+                    }
+                    let (mut p, mut q) = (l + n, r - 1 + n);
+                    for _ in 0..=shift {
+                        sum = sum.wrapping_add(touch(&self.nodes[p]));
+                        sum = sum.wrapping_add(touch_list(&self.extra[q]));
+                        p >>= 1;
+                        q >>= 1;
                     }
                 }
             }
@@ -1457,12 +1745,18 @@ pub(crate) fn merge(a: &[Range], b: &[Range], out: &mut Vec<Range>) {
 }
 
 /// Adds `range` to `list`, a sorted list of disjoint, non-touching address ranges, merging
-/// it with the ranges it overlaps or touches. Hands the ranges it replaces (none for a pure
-/// insertion) to `replaced` before changing them; returns where the new range sits.
-fn insert_union(list: &mut List, (lo, hi): Range, replaced: impl FnOnce(&[Range])) -> usize {
+/// it with the ranges it overlaps or touches. `first` must be the position of the first
+/// range ending at or above the new range's start (where the new or merged range sits).
+/// Hands the ranges it replaces (none for a pure insertion) to `replaced` before changing
+/// them.
+fn insert_union_at(
+    list: &mut List,
+    (lo, hi): Range,
+    first: usize,
+    replaced: impl FnOnce(&[Range]),
+) {
     let ranges = list.as_slice();
-    // The ranges are disjoint and sorted, so both their starts and their ends increase.
-    let first = ranges.partition_point(|r| r.1 < lo);
+    debug_assert_eq!(first, ranges.partition_point(|r| r.1 < lo));
     // Usually at most one range to merge: walking to it beats a second binary search.
     let last = first + ranges[first..].iter().take_while(|r| r.0 <= hi).count();
     if first == last {
@@ -1472,7 +1766,6 @@ fn insert_union(list: &mut List, (lo, hi): Range, replaced: impl FnOnce(&[Range]
         let merged = (ranges[first].0.min(lo), ranges[last - 1].1.max(hi));
         list.replace(first, last, merged);
     }
-    first
 }
 
 /// Chooses an offset for a buffer of `size` and `alignment` among the gaps between
@@ -1642,7 +1935,8 @@ impl Gaps {
 /// `ranges` (sorted, disjoint), and the position of the first range ending above it.
 /// `widest` is the list's [`Summary`], up to date, if it has one; the ranges before `at`
 /// must all end at or below `from`. Adds the ranges and chunk summaries it looks at to
-/// `reads`.
+/// `reads`. (Inlined into both callers: called, it cost `Layout::Subtrees` 14 %.)
+#[inline(always)]
 fn first_fit_in(
     ranges: &[Range],
     widest: Option<&[u64]>,
@@ -1806,6 +2100,8 @@ struct Halves {
     first_offer: usize,
     /// Place ahead whatever may go while waiting for an offer ([`Exchange`]); tests.
     eager: bool,
+    /// The halves' engines' [`Layout`]; `None` (outside tests): [`Layout::of`]'s.
+    layout: Option<Layout>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1868,6 +2164,7 @@ impl Halves {
             side,
             first_offer: Halves::FIRST_OFFER,
             eager: false,
+            layout: None,
         })
     }
 
@@ -1881,7 +2178,7 @@ impl Halves {
                 .copied()
                 .filter(|&i| member(i as usize))
                 .collect();
-            Engine::of_members(problem, &order, member, None)
+            Engine::of_members(problem, &order, member, self.layout)
         };
         let (mut left, mut right) = (of_half(Side::Left), of_half(Side::Right));
         let (to_right, from_left) = std::sync::mpsc::channel::<Offer>();
@@ -2127,6 +2424,16 @@ pub(crate) fn with_deadline<T>(deadline: Instant, f: impl FnOnce() -> T) -> T {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every layout, `Blocks` with blocks small enough for the tests' few leaves to hold
+    /// whole blocks, runs of four, and windows without one.
+    const LAYOUTS: [Layout; 5] = [
+        Layout::Starts,
+        Layout::Subtrees,
+        Layout::Blocks { shift: 0 },
+        Layout::Blocks { shift: 1 },
+        Layout::Blocks { shift: 2 },
+    ];
     use crate::problem::BufferId;
 
     #[test]
@@ -2170,7 +2477,7 @@ mod tests {
         ];
         buffers[3].gaps = vec![Lifetime { start: 13, end: 14 }];
         let problem = Problem::new(buffers, [(BufferId(5), BufferId(0))]).unwrap();
-        for layout in [Layout::Starts, Layout::Subtrees] {
+        for layout in LAYOUTS {
             let mut engine = Engine::of_members(&problem, &[], |_| true, Some(layout));
             for (i, offset) in [(0, 100), (1, 200), (2, 300), (3, 400)] {
                 engine.place(i, offset);
@@ -2223,6 +2530,65 @@ mod tests {
             .collect();
         let problem = Problem::from_buffers(together).unwrap();
         assert_eq!(Engine::new(&problem).layout, Layout::Subtrees);
+    }
+
+    #[test]
+    fn crowded_moderate_lifetimes_get_blocks() {
+        // `n` segments of `span` leaves, spread over `leaves` leaves.
+        let segments = |n: usize, span: u32, leaves: u32| -> Vec<Segment> {
+            (0..n as u32)
+                .map(|k| {
+                    let start = k % (leaves - span);
+                    Segment {
+                        start_leaf: start,
+                        end_bound: start + span,
+                    }
+                })
+                .collect()
+        };
+        let n = Layout::CROWDED_FROM;
+        // 2,000 live at a leaf on average, spans of 96 leaves: blocks of 16 (96 / 6).
+        assert_eq!(
+            Layout::of(&segments(n, 96, 4_800), 4_800),
+            Layout::Blocks { shift: 4 }
+        );
+        // Spans of 48: blocks of 8; of 200: blocks of 32 (200 / 6 = 33).
+        assert_eq!(
+            Layout::of(&segments(n, 48, 2_400), 2_400),
+            Layout::Blocks { shift: 3 }
+        );
+        assert_eq!(
+            Layout::of(&segments(n, 200, 10_000), 10_000),
+            Layout::Blocks { shift: 5 }
+        );
+        // Too few live at once, too few segments, or spans shorter than 4 blocks of 4.
+        assert_eq!(
+            Layout::of(&segments(n, 96, 4_801 * 2), 4_801 * 2),
+            Layout::Starts
+        );
+        assert_eq!(
+            Layout::of(&segments(n - 1, 96, 4_800), 4_800),
+            Layout::Starts
+        );
+        assert_eq!(Layout::of(&segments(n, 23, 1_150), 1_150), Layout::Starts);
+        assert_eq!(
+            Layout::of(&segments(n, 24, 1_200), 1_200),
+            Layout::Blocks { shift: 2 }
+        );
+        // Long against the horizon: whole subtrees first.
+        assert_eq!(Layout::of(&segments(n, 96, 700), 700), Layout::Subtrees);
+    }
+
+    #[test]
+    fn whole_blocks_of_a_window() {
+        // Blocks of 4 leaves: [3, 17) holds blocks 1-3 (leaves 4..16).
+        assert_eq!(whole_blocks(3, 17, 2), Some((1, 4, 16)));
+        assert_eq!(whole_blocks(4, 8, 2), Some((1, 2, 8)));
+        assert_eq!(whole_blocks(5, 12, 2), Some((2, 3, 12)));
+        assert_eq!(whole_blocks(5, 11, 2), None);
+        assert_eq!(whole_blocks(0, 3, 2), None);
+        // Blocks of one leaf: every leaf.
+        assert_eq!(whole_blocks(7, 8, 0), Some((7, 8, 8)));
     }
 
     #[test]
@@ -2432,7 +2798,8 @@ mod tests {
             for &(lo, len) in &ranges {
                 let (lo, hi) = (lo, lo + len);
                 let mut removed = Vec::new();
-                let at = insert_union(&mut list, (lo, hi), |old| removed.extend_from_slice(old));
+                let at = list.as_slice().partition_point(|r| r.1 < lo);
+                insert_union_at(&mut list, (lo, hi), at, |old| removed.extend_from_slice(old));
                 let mut covered: Vec<Range> = model
                     .iter()
                     .copied()
@@ -2491,7 +2858,7 @@ mod tests {
                 .collect();
             for (fit, layout) in [Fit::First, Fit::Best, Fit::Stacked]
                 .into_iter()
-                .flat_map(|fit| [(fit, Layout::Starts), (fit, Layout::Subtrees)])
+                .flat_map(|fit| LAYOUTS.map(|layout| (fit, layout)))
             {
                 let mut engine = Engine::of_members(&problem, &ranked, |_| true, Some(layout));
                 if fit == Fit::Stacked {
@@ -2542,6 +2909,8 @@ mod tests {
             // with `eager` as much placed ahead as may go (else the threads' timing decides).
             halves.first_offer = first_offer;
             halves.eager = eager;
+            halves.layout = [None, Some(Layout::Blocks { shift: 1 }), Some(Layout::Blocks { shift: 2 })]
+                [seed as usize % 3];
             let (split, _) = halves.plan(&problem, &order).unwrap();
             let mut engine = Engine::new(&problem);
             for &i in &order {
@@ -2574,7 +2943,7 @@ mod tests {
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
             for fit in [Fit::First, Fit::Best, Fit::Stacked] {
                 let all = offsets_with(&problem, &order, fit, true, Layout::Starts);
-                for layout in [Layout::Starts, Layout::Subtrees] {
+                for layout in LAYOUTS {
                     proptest::prop_assert_eq!(
                         &offsets_with(&problem, &order, fit, false, layout),
                         &all
