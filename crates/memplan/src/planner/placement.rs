@@ -43,8 +43,13 @@
 //! node's `inside` list then holds nearly every buffer live with the query. First fit
 //! there searches each list on its own from a rising candidate instead of merging them
 //! ([`Engine::jump`]): each list keeps the widest gap of every chunk of its ranges
-//! ([`Summary`]) and skips the chunks too narrow for the buffer. Both layouts place every
-//! buffer at the same offset.
+//! ([`Summary`]) and skips the chunks too narrow for the buffer. From 100,000 segments
+//! with many live at once (5,000 or more at a leaf on average) and moderate lifetimes,
+//! the engine uses [`Layout::Blocks`]: time cut into blocks, each block (and each run of
+//! four) keeping the union of every segment live in it, which is nearly the whole union a
+//! placement must avoid. First fit raises its floor to the block lists' own first fits
+//! ([`Engine::dense_floor`]) before the merged scan. Every layout places every buffer at
+//! the same offset.
 //!
 //! # Node lists are unions
 //!
@@ -218,8 +223,8 @@ const _: () = assert!(std::mem::size_of::<Node>() == 128);
 /// live with any of its leaves, so it has about as few ranges as the union of all the
 /// ranges a placement must avoid, while `Starts` spreads that union over ~14 lists
 /// whose pieces interleave: with ~20,000 buffers live at once, a placement reads a
-/// fifth of the ranges, for three times the insertions (doc/planners.md, eleventh
-/// pass). [`Layout::of`] chooses.
+/// third of the ranges, for 2.4 times the insertions (doc/planners.md, eleventh and
+/// twelfth passes). [`Layout::of`] chooses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
     Starts,
@@ -268,8 +273,12 @@ impl Layout {
     /// The fewest segments for which [`Layout::Blocks`] is chosen.
     const CROWDED_FROM: usize = 100_000;
     /// The fewest segments live at a leaf, on average, for which [`Layout::Blocks`] is
-    /// chosen: with fewer, `Starts`' lists are short anyway.
-    const CROWDED: u128 = 2_000;
+    /// chosen. Set between two measurements (issue #18, `strip`'s first placement, the
+    /// same plans either way): random lifetimes with ~20,000 live at 10^6 buffers took
+    /// 18.8 s with `Starts` and 9.9 s with blocks, but idealloc's `Y_1` copied 16 times
+    /// (2,580 live on average, a tight packing whose unions are short) 2.0 s against
+    /// 2.8 s.
+    const CROWDED: u128 = 5_000;
     /// How many blocks a mean segment spans in [`Layout::Blocks`] (at least; fewer than
     /// twice as many).
     const BLOCKS_PER_SPAN: u128 = 6;
@@ -2547,32 +2556,29 @@ mod tests {
                 .collect()
         };
         let n = Layout::CROWDED_FROM;
-        // 2,000 live at a leaf on average, spans of 96 leaves: blocks of 16 (96 / 6).
+        // 5,000 live at a leaf on average, spans of 96 leaves: blocks of 16 (96 / 6).
         assert_eq!(
-            Layout::of(&segments(n, 96, 4_800), 4_800),
+            Layout::of(&segments(n, 96, 1_920), 1_920),
             Layout::Blocks { shift: 4 }
         );
         // Spans of 48: blocks of 8; of 200: blocks of 32 (200 / 6 = 33).
         assert_eq!(
-            Layout::of(&segments(n, 48, 2_400), 2_400),
+            Layout::of(&segments(n, 48, 960), 960),
             Layout::Blocks { shift: 3 }
         );
         assert_eq!(
-            Layout::of(&segments(n, 200, 10_000), 10_000),
+            Layout::of(&segments(n, 200, 4_000), 4_000),
             Layout::Blocks { shift: 5 }
         );
         // Too few live at once, too few segments, or spans shorter than 4 blocks of 4.
+        assert_eq!(Layout::of(&segments(n, 96, 1_921), 1_921), Layout::Starts);
         assert_eq!(
-            Layout::of(&segments(n, 96, 4_801 * 2), 4_801 * 2),
+            Layout::of(&segments(n - 1, 96, 1_920), 1_920),
             Layout::Starts
         );
+        assert_eq!(Layout::of(&segments(n, 23, 460), 460), Layout::Starts);
         assert_eq!(
-            Layout::of(&segments(n - 1, 96, 4_800), 4_800),
-            Layout::Starts
-        );
-        assert_eq!(Layout::of(&segments(n, 23, 1_150), 1_150), Layout::Starts);
-        assert_eq!(
-            Layout::of(&segments(n, 24, 1_200), 1_200),
+            Layout::of(&segments(n, 24, 480), 480),
             Layout::Blocks { shift: 2 }
         );
         // Long against the horizon: whole subtrees first.
