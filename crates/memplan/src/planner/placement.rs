@@ -530,7 +530,7 @@ pub(crate) struct Engine<'p> {
     /// In [`Layout::Blocks`]: the ends list of node `v` at `v` (for the nodes below
     /// block size; the others stay empty), then the block list of block `j` at
     /// `2 T + j`, then the quad list of blocks `j..j + 4` at `2 T + B + j`, for the `T`
-    /// (padded) leaves and the `B` blocks. Empty in the other layouts.
+    /// (padded) leaves and the `B` blocks ([`Grid`]). Empty in the other layouts.
     extra: Vec<List>,
 }
 
@@ -670,6 +670,47 @@ fn whole_blocks(l: usize, r: usize, shift: u32) -> Option<(usize, usize, usize)>
     (first < end).then_some((first, end, end << shift))
 }
 
+/// Where the block and quad lists of [`Layout::Blocks`] sit in [`Engine::extra`], for
+/// `leaves` (padded) leaves cut into blocks of `2^shift`.
+#[derive(Clone, Copy)]
+struct Grid {
+    leaves: usize,
+    shift: u32,
+}
+
+impl Grid {
+    /// How many blocks there are.
+    fn blocks(self) -> usize {
+        self.leaves >> self.shift
+    }
+
+    /// Block `j`'s list; the block and quad lists are the ones from `block(0)` on.
+    fn block(self, j: usize) -> usize {
+        2 * self.leaves + j
+    }
+
+    /// The list of blocks `j..j + 4`.
+    fn quad(self, j: usize) -> usize {
+        2 * self.leaves + self.blocks() + j
+    }
+
+    /// Calls `f` with the lists that together hold blocks `first..end` exactly: the single
+    /// blocks up to three, else quads from `first` on, the last one ending with block
+    /// `end - 1` (it may overlap the one before).
+    fn whole(self, first: usize, end: usize, mut f: impl FnMut(usize)) {
+        if end - first < 4 {
+            (first..end).for_each(|j| f(self.block(j)));
+        } else {
+            let mut j = first;
+            while j + 4 < end {
+                f(self.quad(j));
+                j += 4;
+            }
+            f(self.quad(end - 4));
+        }
+    }
+}
+
 /// The undo log of a trial: enough to restore every node list and placed flag.
 #[derive(Default)]
 struct Journal {
@@ -702,6 +743,18 @@ enum Run {
     /// [`Engine::extra`]`[i]`, in [`Layout::Blocks`].
     Extra(u32),
     Partners,
+}
+
+/// The list a [`Run`] names among the engine's `nodes` and `extra` lists, to edit (`None`
+/// for the conflict partners); apart from the engine so that the journal can be borrowed
+/// beside it.
+fn list_in<'a>(nodes: &'a mut [Node], extra: &'a mut [List], run: Run) -> Option<&'a mut List> {
+    match run {
+        Run::Inside(node) => Some(&mut nodes[node as usize].inside),
+        Run::Covering(node) => Some(&mut nodes[node as usize].covering),
+        Run::Extra(i) => Some(&mut extra[i as usize]),
+        Run::Partners => None,
+    }
 }
 
 /// Adds `list`, node `node`'s, to `runs` unless it is empty.
@@ -1002,35 +1055,11 @@ impl<'p> Engine<'p> {
                     }
                 }
                 Layout::Blocks { shift } => {
-                    let base = 2 * n;
                     match whole_blocks(l, r, shift) {
                         Some((first, end, after)) => {
-                            if end - first < 4 {
-                                for j in first..end {
-                                    take(
-                                        &mut self.runs,
-                                        &self.extra[base + j],
-                                        base + j,
-                                        Run::Extra,
-                                    );
-                                }
-                            } else {
-                                // Quads from the first whole block, the last one ending with
-                                // the last whole block (it may overlap the one before).
-                                let quads = base + (n >> shift);
-                                let mut j = first;
-                                while j + 4 < end {
-                                    take(
-                                        &mut self.runs,
-                                        &self.extra[quads + j],
-                                        quads + j,
-                                        Run::Extra,
-                                    );
-                                    j += 4;
-                                }
-                                let j = quads + end - 4;
-                                take(&mut self.runs, &self.extra[j], j, Run::Extra);
-                            }
+                            Grid { leaves: n, shift }.whole(first, end, |i| {
+                                take(&mut self.runs, &self.extra[i], i, Run::Extra)
+                            });
                             // The segments met only before the whole blocks end there, those
                             // met only after them start there.
                             canonical(n, l, first << shift, |node| {
@@ -1084,12 +1113,7 @@ impl<'p> Engine<'p> {
 
     /// The node list of a gathered run, to edit (`None` for the conflict partners).
     fn list_mut(&mut self, run: Run) -> Option<&mut List> {
-        match run {
-            Run::Inside(node) => Some(&mut self.nodes[node as usize].inside),
-            Run::Covering(node) => Some(&mut self.nodes[node as usize].covering),
-            Run::Extra(i) => Some(&mut self.extra[i as usize]),
-            Run::Partners => None,
-        }
+        list_in(&mut self.nodes, &mut self.extra, run)
     }
 
     /// The ranges of a gathered run.
@@ -1189,13 +1213,17 @@ impl<'p> Engine<'p> {
     /// merged scan above it reads a few ranges instead of every range below it. The
     /// ranges looked at are counted in [`Engine::reads`].
     fn dense_floor(&mut self, shape: Shape, floor: u64) -> u64 {
-        if !matches!(self.layout, Layout::Blocks { .. }) {
+        let Layout::Blocks { shift } = self.layout else {
             return floor;
+        };
+        let dense_from = Grid {
+            leaves: self.leaves,
+            shift,
         }
-        let dense_from = 2 * self.leaves;
+        .block(0);
         let mut raised = floor;
         let mut reads = 0;
-        loop {
+        let bound = 'rounds: loop {
             let before = raised;
             for &run in &self.runs {
                 let Run::Extra(i) = run else { continue };
@@ -1206,18 +1234,15 @@ impl<'p> Engine<'p> {
                 match first_fit_in(ranges, None, 0, raised, shape, &mut reads) {
                     Ok((offset, _)) => raised = offset,
                     // No room in a u64 above `raised`: the scan finds that out itself.
-                    Err(_) => {
-                        self.reads = self.reads.saturating_add(reads);
-                        return before;
-                    }
+                    Err(_) => break 'rounds before,
                 }
             }
             if raised == before {
-                break;
+                break raised;
             }
-        }
+        };
         self.reads = self.reads.saturating_add(reads);
-        raised
+        bound
     }
 
     /// The aligned offsets at or above `floor` where rank `rank` would share no byte with
@@ -1280,14 +1305,13 @@ impl<'p> Engine<'p> {
     /// The ranges read are counted as they are looked at, binary searches and chunk
     /// summaries included.
     fn jump(&mut self, shape: Shape, floor: u64) -> Result<u64, PlanError> {
+        let mut widest = std::mem::take(&mut self.widest);
         for k in 0..self.runs.len() {
-            let run = self.runs[k];
-            let mut widest = std::mem::take(&mut self.widest);
-            if let Some(list) = self.list_mut(run) {
+            if let Some(list) = self.list_mut(self.runs[k]) {
                 list.refresh(&mut widest);
             }
-            self.widest = widest;
         }
+        self.widest = widest;
         let mut next = std::mem::take(&mut self.next);
         next.clear();
         next.resize(self.runs.len(), 0);
@@ -1432,12 +1456,12 @@ impl<'p> Engine<'p> {
                             }
                         }
                     });
-                    let (base, blocks) = (2 * n, n >> shift);
+                    let grid = Grid { leaves: n, shift };
                     let (first, last) = (l >> shift, (r - 1) >> shift);
-                    targets.extend((first..=last).map(|j| Run::Extra((base + j) as u32)));
-                    if blocks >= 4 {
-                        let quads = first.saturating_sub(3)..=last.min(blocks - 4);
-                        targets.extend(quads.map(|j| Run::Extra((base + blocks + j) as u32)));
+                    targets.extend((first..=last).map(|j| Run::Extra(grid.block(j) as u32)));
+                    if grid.blocks() >= 4 {
+                        let quads = first.saturating_sub(3)..=last.min(grid.blocks() - 4);
+                        targets.extend(quads.map(|j| Run::Extra(grid.quad(j) as u32)));
                     }
                 }
             }
@@ -1494,12 +1518,8 @@ impl<'p> Engine<'p> {
             }
         }
         for (&run, &(first, _)) in targets.iter().zip(searches.iter()) {
-            let list = match run {
-                Run::Inside(node) => &mut self.nodes[node as usize].inside,
-                Run::Covering(node) => &mut self.nodes[node as usize].covering,
-                Run::Extra(i) => &mut self.extra[i as usize],
-                Run::Partners => unreachable!("the conflict partners are not a node list"),
-            };
+            let list = list_in(&mut self.nodes, &mut self.extra, run)
+                .expect("the conflict partners are not a node list");
             match &mut self.journal {
                 None => insert_union_at(list, range, first, |_| {}),
                 Some(journal) => {
@@ -1594,9 +1614,9 @@ impl<'p> Engine<'p> {
                 }
                 Layout::Blocks { shift } => {
                     // The block lists met, and the nodes above both ends up to block size.
-                    let base = 2 * n;
+                    let grid = Grid { leaves: n, shift };
                     for j in l >> shift..=(r - 1) >> shift {
-                        sum = sum.wrapping_add(touch_list(&self.extra[base + j]));
+                        sum = sum.wrapping_add(touch_list(&self.extra[grid.block(j)]));
                     }
                     let (mut p, mut q) = (l + n, r - 1 + n);
                     for _ in 0..=shift {
