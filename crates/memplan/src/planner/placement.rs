@@ -1335,7 +1335,12 @@ impl<'p> Engine<'p> {
                         // others are asked again, the ones that raised it last first.
                         candidate = offset;
                         passed = 1;
-                        order[..=p].rotate_right(1);
+                        // `rotate_right(1)`, which is a call; the lists are few.
+                        let raiser = order[p];
+                        for k in (0..p).rev() {
+                            order[k + 1] = order[k];
+                        }
+                        order[0] = raiser;
                         p = usize::from(lists.len() > 1);
                     }
                 }
