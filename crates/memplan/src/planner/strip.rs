@@ -23,9 +23,10 @@
 //! 3. While the arena exceeds the threshold `T` (the max-live bound), adjust the order and
 //!    place again, until a *goal* is met ([`Stop`]): the arena is `<= T`; the adjusted
 //!    order is one already placed; `max_iters` adjustments were made; or the next
-//!    adjustment, if it read as many address ranges as the last one (the first: as
-//!    [`PLACEMENTS_PER_ADJUSTMENT`] first placements), would take the ranges the
-//!    variant's placements read past `max_reads`.
+//!    adjustment, if it read the address ranges expected of it (its high and medium
+//!    buffers placed [`PLACEMENTS_PER_ADJUSTMENT`] times, the others once, each at the
+//!    first placement's reads per buffer), would take the ranges the variant's
+//!    placements read past `max_reads`.
 //! 4. An adjustment is *peak suppression*. From the last placement, classify every
 //!    buffer (time overlap = some live segment of each shares a step):
 //!    - **high**: tops above `T`, and every buffer overlapping one of those in time;
@@ -216,9 +217,9 @@ pub const TUNING_ORDERS: [Metric; 4] = [
 ];
 
 /// How many times an adjustment places a high or medium buffer at most: once per
-/// [`TUNING_ORDERS`] entry and once in its previous order, tried, and once for real. So an
-/// adjustment reads at most about as many address ranges as this many first placements,
-/// which is what the read budget expects of the first one ([`Strip::max_reads`]).
+/// [`TUNING_ORDERS`] entry and once in its previous order, tried, and once for real. The
+/// read budget expects an adjustment to read that many placements' worth of address
+/// ranges for each of them ([`Strip::max_reads`]).
 pub const PLACEMENTS_PER_ADJUSTMENT: u64 = 2 + TUNING_ORDERS.len() as u64;
 
 /// `strip`: strip packing with peak suppression; see the module documentation.
@@ -237,9 +238,8 @@ pub struct Strip {
     /// The most adjustments made after the first placement (per variant).
     pub max_iters: u32,
     /// A variant makes no further adjustment once its placements have read `max_reads`
-    /// address ranges or would, at the cost of its last adjustment (the first: of
-    /// [`PLACEMENTS_PER_ADJUSTMENT`] first placements), read more with it
-    /// ([`Strip::DEFAULT_MAX_READS`]).
+    /// address ranges or would, at the cost expected of the next one (module
+    /// documentation, step 3), read more with it ([`Strip::DEFAULT_MAX_READS`]).
     pub max_reads: u64,
 }
 
@@ -276,13 +276,14 @@ impl Strip {
     /// ranges (8-14 s here) and one adjustment 1.3·10^9: the six adjustments took the run
     /// to 141-214 s (none improved the plan). A variant of a benchmark file reads at most
     /// 1.1·10^7 (pangu_2.6B), every adjustment included, so none of them is cut
-    /// (doc/strip.md). The first adjustment is expected to read what
+    /// (doc/strip.md). An adjustment is expected to read what
     /// [`PLACEMENTS_PER_ADJUSTMENT`] placements of its high and medium buffers and one of
     /// the others would at the first placement's reads per buffer: on the same 10^5
     /// buffers (engine of issue #18's move-to-front search) 1.55·10^9 expected, 1.59·10^9
     /// read; on 190,000 such buffers 0.98·10^9 expected, 1.02·10^9 read (the first
-    /// placement read 1.8·10^8). Expecting only what the first placement read let that
-    /// adjustment run, 2.6 s → 14.5 s for an arena 1 % smaller.
+    /// placement read 1.8·10^8). Expecting what the step before read (for the first
+    /// adjustment, the first placement) let that adjustment run, 2.6 s → 14.5 s for an
+    /// arena 1 % smaller.
     pub const DEFAULT_MAX_READS: u64 = 500_000_000;
     /// The planner with the default options: the whole portfolio.
     pub const DEFAULT: Strip = Strip {
