@@ -1267,8 +1267,8 @@ impl<'p> Engine<'p> {
     /// lowest free one. After a run raises the candidate, the runs are asked again
     /// starting with those that raised it most recently (move to front): a run that was in
     /// the way just below is the likeliest to be in the way again, and the candidate
-    /// stops rising sooner (issue #18: a third of the searches of asking them round the
-    /// circle). The ranges read are counted as they are looked at, binary searches and
+    /// stops rising sooner (issue #18: at 10^6 buffers, 125 searches per placement against
+    /// 257 asking them round the circle). The ranges read are counted as they are looked at, binary searches and
     /// chunk summaries included. (The block lists of `Blocks` change at nearly every
     /// placement and are searched without summaries: bringing them up to date cost more
     /// than they saved, 2.7-2.9 s against 3.3-3.5 s for first fit on 190,000 buffers.)
