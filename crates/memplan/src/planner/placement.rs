@@ -2091,9 +2091,9 @@ pub(crate) fn plan_in_order_reading(
 ///
 /// Time is cut in two at the median start `c`. A buffer whose live segments all end by
 /// `c` is *left*, one whose segments all start at or after `c` is *right*, any other is
-/// *shared*; a left and a right buffer are never live together. Each half has an engine of
-/// its own, over its buffers and the shared ones, and places them in the order given on
-/// its own thread. A buffer of one half finds in its engine every earlier buffer live
+/// *shared*; a left and a right buffer are never live together. Each half builds an engine
+/// of its own, over its buffers and the shared ones, and places them in the order given,
+/// both on its own thread. A buffer of one half finds in its engine every earlier buffer live
 /// together with it, as on one thread. A shared buffer must avoid the earlier buffers of
 /// both engines: the two threads meet at it and exchange, at the same time, the first runs
 /// of offsets free on their side ([`Engine::free_from`], [`Engine::agree`]); both take the
@@ -2199,11 +2199,12 @@ impl Halves {
                 .collect();
             Engine::of_members(problem, &order, member, self.layout)
         };
-        let (mut left, mut right) = (of_half(Side::Left), of_half(Side::Right));
         let (to_right, from_left) = std::sync::mpsc::channel::<Offer>();
         let (to_left, from_right) = std::sync::mpsc::channel::<Offer>();
-        let (left, done_left, done_right) = std::thread::scope(|scope| {
+        let of_half = &of_half;
+        let (left, right, done_left, done_right) = std::thread::scope(|scope| {
             let left_thread = scope.spawn(move || {
+                let mut left = of_half(Side::Left);
                 let exchange = Exchange {
                     side,
                     first_offer,
@@ -2221,12 +2222,13 @@ impl Halves {
                 to_other: to_left,
                 from_other: from_left,
             };
+            let mut right = of_half(Side::Right);
             let done_right = right.place_half(&exchange);
             // The right half's error, if any, drops its channel ends, which stops the
             // left half at its next shared buffer.
             drop(exchange);
             match left_thread.join() {
-                Ok((left, done_left)) => Ok((left, done_left, done_right)),
+                Ok((left, done_left)) => Ok((left, right, done_left, done_right)),
                 Err(_) => Err(PlanError::Internal("the left half panicked".into())),
             }
         })?;
