@@ -2090,12 +2090,12 @@ pub(crate) fn plan_in_order_reading(
 /// A greedy run of first fit on two threads, with the same plan as on one (issue #18).
 ///
 /// Time is cut in two at a start `c` that gives both halves as many buffers of their own
-/// ([`balanced_cut`]). A buffer whose live segments all end by
-/// `c` is *left*, one whose segments all start at or after `c` is *right*, any other is
-/// *shared*; a left and a right buffer are never live together. Each half builds an engine
-/// of its own, over its buffers and the shared ones, and places them in the order given,
-/// both on its own thread. A buffer of one half finds in its engine every earlier buffer live
-/// together with it, as on one thread. A shared buffer must avoid the earlier buffers of
+/// ([`balanced_cut`]). A buffer whose live segments all end by `c` is *left*, one whose
+/// segments all start at or after `c` is *right*, any other is *shared*; a left and a
+/// right buffer are never live together. Each half builds an engine of its own, over its
+/// buffers and the shared ones, and places them in the order given, both on its own
+/// thread. A buffer of one half finds in its engine every earlier buffer live together
+/// with it, as on one thread. A shared buffer must avoid the earlier buffers of
 /// both engines: the two threads meet at it and exchange, at the same time, the first runs
 /// of offsets free on their side ([`Engine::free_from`], [`Engine::agree`]); both take the
 /// least offset free in both, which is the first fit over both engines, or, when the
