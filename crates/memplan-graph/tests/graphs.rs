@@ -325,3 +325,33 @@ fn reader_errors_say_where_and_what() {
         }
     }
 }
+
+/// Every latency comes back bit for bit, whatever the decimal the writer chose for it: the
+/// reader rounds decimals correctly (serde_json's `float_roundtrip`; without it,
+/// 2.2222222222222222e101 came back as 2.2222222222222226e101, found by the
+/// `pipedream_reader` fuzz target).
+#[test]
+fn latencies_round_trip_bit_for_bit() {
+    let latencies = [
+        "2.2222222222222222e101",
+        "0.30000000000000004",
+        "1.7976931348623157e308",
+        "2.2250738585072014e-308",
+        "5e-324",
+        "123456789.12345679",
+        "9.999999999999999e22",
+    ];
+    for text in latencies {
+        let expected: f64 = text.parse().unwrap();
+        let json = format!(r#"{{"nodes": [{{"name": "n", "op": "Relu", "latency_ms": {text}}}]}}"#);
+        let graph = read_graph_json(&json, "g.json").unwrap();
+        let latency = graph.nodes()[0].latency_ms.unwrap();
+        assert_eq!(
+            latency.to_bits(),
+            expected.to_bits(),
+            "{text} read as {latency:e}"
+        );
+        let back = read_graph_json(&write_graph_json(&graph), "w.json").unwrap();
+        assert_eq!(back, graph, "{text}");
+    }
+}

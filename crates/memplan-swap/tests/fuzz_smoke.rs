@@ -138,3 +138,18 @@ fn line_mutations_reach_the_training_step() {
     eprintln!("{built} of {total} mutated profiles built a training step");
     assert!(built * 5 > total, "only {built} of {total} built a step");
 }
+
+/// The inputs the fuzzer crashed on, kept as its seeds in `fuzz/seeds/pipedream_reader`
+/// (not UTF-8 throughout, so not among `tests/data`'s): `latency_round_trip.txt` gave a
+/// backward node a latency of 2.2222222222222222e101 ms, which graph JSON read back as
+/// 2.2222222222222226e101 until the reader rounded decimals correctly.
+#[test]
+fn the_fuzzers_finds_stay_fixed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/pipedream_reader");
+    let mut found = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        pipedream_reader(&std::fs::read(entry.unwrap().path()).unwrap());
+        found += 1;
+    }
+    assert!(found >= 1, "no inputs in {}", dir.display());
+}
