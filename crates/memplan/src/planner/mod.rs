@@ -44,6 +44,7 @@ use crate::problem::Problem;
 pub mod best_of;
 mod breadth;
 pub mod exclusive;
+mod granularity;
 mod greedy;
 pub mod lns;
 mod naive;

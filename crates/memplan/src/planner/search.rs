@@ -103,6 +103,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::granularity::granularity_and_unfixed;
 use super::lns::{improve, Improved, Limits};
 use super::zero_size::{zero_size_floor, Split};
 use super::{BestOf, PlanError, Planner};
@@ -778,13 +779,6 @@ fn boundaries((lo, hi): (u32, u32)) -> std::ops::Range<usize> {
     lo as usize..(hi as usize).saturating_sub(1).max(lo as usize)
 }
 
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
 /// `(g, fixed_top)`: every offset of a compacted plan, hence its arena, is a multiple of
 /// `g`; `fixed_top` is the highest top of a fixed buffer (0 when none).
 ///
@@ -796,57 +790,6 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 fn granularity(problem: &Problem) -> (u64, u64) {
     let (g, fixed_top, _) = granularity_and_unfixed(problem);
     (g, fixed_top)
-}
-
-/// [`granularity`] and the number of buffers without a fixed offset, in one pass over the
-/// buffers while no alignment changes `g` (at 10^7 buffers each pass, with a division per
-/// buffer, took about 0.1 s of `search --time-limit 5`).
-fn granularity_and_unfixed(problem: &Problem) -> (u64, u64, usize) {
-    // gcd(g, x), without a division in the common cases.
-    let fold = |g: u64, x: u64| {
-        if x == 0 || g == 1 {
-            g
-        } else if g == 0 {
-            x
-        } else if g.is_power_of_two() {
-            g.min(1 << x.trailing_zeros())
-        } else if x % g == 0 {
-            g
-        } else {
-            gcd(g, x)
-        }
-    };
-    let divides =
-        |a: u64, g: u64| a <= 1 || (a.is_power_of_two() && g & (a - 1) == 0) || g % a == 0;
-    let mut g = 0;
-    let mut fixed_top = 0u64;
-    let mut unfixed = 0;
-    // Whether some unfixed buffer's alignment may not divide the final `g`.
-    let mut aligned = false;
-    for b in problem.buffers() {
-        g = fold(g, b.size);
-        match b.fixed_offset {
-            Some(offset) => {
-                g = fold(g, offset);
-                fixed_top = fixed_top.max(offset.saturating_add(b.size));
-            }
-            None => {
-                unfixed += 1;
-                aligned |= b.alignment > 1;
-            }
-        }
-    }
-    // Each pass either leaves `g` as it is (done) or at most halves it: at most 64 passes.
-    while aligned {
-        let before = g;
-        for b in problem.buffers() {
-            if b.fixed_offset.is_none() && !divides(b.alignment, g) {
-                g = gcd(g, b.alignment);
-            }
-        }
-        aligned = g != before;
-    }
-    (g.max(1), fixed_top, unfixed)
 }
 
 impl Model {
@@ -1933,74 +1876,6 @@ fn large_neighbourhood(
         if let Some(found_after) = found_after {
             let mut incumbent = shared.incumbent.lock().unwrap_or_else(|e| e.into_inner());
             incumbent.found_after = found_after;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::problem::Buffer;
-    use proptest::prelude::*;
-
-    /// `granularity` by its definition: gcd by division throughout.
-    fn granularity_by_definition(problem: &Problem) -> (u64, u64, usize) {
-        let mut g = 0;
-        let mut fixed_top = 0u64;
-        for b in problem.buffers() {
-            g = gcd(g, b.size);
-            if let Some(offset) = b.fixed_offset {
-                g = gcd(g, offset);
-                fixed_top = fixed_top.max(offset.saturating_add(b.size));
-            }
-        }
-        loop {
-            let before = g;
-            for b in problem.buffers() {
-                if b.fixed_offset.is_none() && g % b.alignment.max(1) != 0 {
-                    g = gcd(g, b.alignment);
-                }
-            }
-            if g == before {
-                break;
-            }
-        }
-        let unfixed = problem
-            .buffers()
-            .iter()
-            .filter(|b| b.fixed_offset.is_none())
-            .count();
-        (g.max(1), fixed_top, unfixed)
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-        #[test]
-        fn granularity_matches_its_definition(
-            raw in prop::collection::vec(
-                (
-                    prop_oneof![Just(0u64), 1u64..5_000, (0u32..12).prop_map(|k| 1024u64 << k), (1u64..40).prop_map(|k| 768 * k)],
-                    prop_oneof![Just(1u64), Just(2), Just(3), Just(8), Just(48), Just(4096)],
-                    prop::option::of(0u64..64),
-                ),
-                1..30,
-            ),
-        ) {
-            let buffers: Vec<Buffer> = raw
-                .into_iter()
-                .enumerate()
-                .map(|(i, (size, alignment, fixed))| {
-                    let mut b = Buffer::new(format!("b{i}"), size, i as u64, i as u64 + 1);
-                    b.alignment = alignment;
-                    b.fixed_offset = fixed.map(|k| k * alignment * 256);
-                    b
-                })
-                .collect();
-            let problem = Problem::from_buffers(buffers).unwrap();
-            prop_assert_eq!(
-                granularity_and_unfixed(&problem),
-                granularity_by_definition(&problem)
-            );
         }
     }
 }
