@@ -73,7 +73,7 @@ use std::hash::{Hash, Hasher};
 use metric::Values;
 pub use metric::{Base, Combine, Direction, Metric, UnknownMetric};
 
-use super::placement::{plan_in_order_reading, Engine, Fit};
+use super::placement::{plan_in_order_reading, u32_may_hold, Engine, Fit, Word};
 use super::zero_size::{zero_size_floor, Split};
 use super::{PlanError, Planner};
 use crate::bound::max_live;
@@ -403,7 +403,9 @@ impl Strip {
         let mut order = variant
             .metric
             .order_subset(problem, values, free, variant.direction);
-        let (mut plan, reads) = plan_in_order_reading(problem, order.iter().copied(), fit)?;
+        let lower_bound = (threshold != u64::MAX).then_some(threshold);
+        let (mut plan, reads) =
+            plan_in_order_reading(problem, order.iter().copied(), fit, lower_bound)?;
         let first_arena = arena(&plan);
         let mut seen = vec![(fingerprint(&order), order.clone())];
         let (mut best, mut best_iteration) = (plan.clone(), 0);
@@ -611,6 +613,30 @@ fn suppress(
     threshold: u64,
     fit: Fit,
 ) -> Result<(Vec<u32>, Plan, u64), PlanError> {
+    // A placement (maybe in a trial) that the `u32` lists cannot hold: the `u64`
+    // engine does it all again.
+    let tried = if u32_may_hold(problem, Some(threshold)) {
+        suppress_in::<u32>(problem, values, order, risk, threshold, fit)?
+    } else {
+        None
+    };
+    match tried {
+        Some(done) => Ok(done),
+        None => suppress_in::<u64>(problem, values, order, risk, threshold, fit)?
+            .ok_or_else(|| PlanError::Internal("a u64 engine overflowed its word".into())),
+    }
+}
+
+/// [`suppress`] with node lists of `W`; `None` when a placement did not fit in a `W`
+/// ([`Engine::word_overflow`]).
+fn suppress_in<W: Word>(
+    problem: &Problem,
+    values: &Values,
+    order: &[u32],
+    risk: &[Risk],
+    threshold: u64,
+    fit: Fit,
+) -> Result<Option<(Vec<u32>, Plan, u64)>, PlanError> {
     let group = |r: Risk| -> Vec<u32> {
         order
             .iter()
@@ -619,37 +645,54 @@ fn suppress(
             .collect()
     };
     let mut engine = match fit {
-        Fit::Stacked => Engine::stacking(problem),
-        _ => Engine::new(problem),
+        Fit::Stacked => Engine::<W>::stacking(problem),
+        _ => Engine::<W>::new(problem),
     };
-    engine.place_fixed()?;
+    // Stops at the first overflow of `W`: what follows would differ from a `u64` run.
+    let word = |engine: &Engine<'_, W>, e: PlanError| {
+        if engine.word_overflow() {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    };
+    if let Err(e) = engine.place_fixed() {
+        return word(&engine, e);
+    }
     let mut next = Vec::with_capacity(order.len());
     for class in [Risk::High, Risk::Medium] {
         for cluster in clusters(problem, &group(class)) {
             let chosen = tune_cluster(problem, values, &mut engine, cluster, threshold, fit);
+            if engine.word_overflow() {
+                return Ok(None);
+            }
             for &i in &chosen {
-                engine.place_with(i as usize, fit)?;
+                if let Err(e) = engine.place_with(i as usize, fit) {
+                    return word(&engine, e);
+                }
             }
             next.extend(chosen);
         }
     }
     for class in [Risk::Low, Risk::None] {
         for i in group(class) {
-            engine.place_with(i as usize, fit)?;
+            if let Err(e) = engine.place_with(i as usize, fit) {
+                return word(&engine, e);
+            }
             next.push(i);
         }
     }
     let reads = engine.reads();
-    Ok((next, engine.into_plan()?, reads))
+    Ok(Some((next, engine.into_plan()?, reads)))
 }
 
 /// The order of `cluster` (given in its previous relative order) that puts its top
 /// lowest on top of what `engine` holds; see the module documentation. Leaves `engine` as
 /// it found it.
-fn tune_cluster(
+fn tune_cluster<W: Word>(
     problem: &Problem,
     values: &Values,
-    engine: &mut Engine<'_>,
+    engine: &mut Engine<'_, W>,
     cluster: Vec<u32>,
     threshold: u64,
     fit: Fit,
@@ -699,6 +742,38 @@ mod tests {
 
     fn problem(buffers: Vec<Buffer>) -> Problem {
         Problem::from_buffers(buffers).unwrap()
+    }
+
+    /// Peak suppression whose placements do not fit in `u32` lists (two buffers of about
+    /// 3 GiB in a conflict pair, sizes without a common factor: max-live, which ignores
+    /// pairs, is one of them) is made again with `u64` lists, with the same result.
+    #[test]
+    fn suppression_past_u32_is_made_again_with_u64_lists() {
+        let three = 3u64 << 30;
+        let buffers = vec![
+            Buffer::new("a", three + 1, 0, 1),
+            Buffer::new("b", three, 1, 2),
+            Buffer::new("c", 5, 0, 2),
+        ];
+        let p = Problem::new(buffers, [(crate::BufferId(0), crate::BufferId(1))]).unwrap();
+        let threshold = max_live(&p).unwrap();
+        let values = Values::new(&p, &Base::ALL);
+        let order = vec![0, 1, 2];
+        let (plan, _) = plan_in_order_reading(&p, order.iter().copied(), Fit::First, None).unwrap();
+        assert!(arena(&plan) > threshold);
+        let risk = classify(&p, &plan, threshold);
+        let narrow = suppress_in::<u32>(&p, &values, &order, &risk, threshold, Fit::First);
+        assert!(matches!(narrow, Ok(None)));
+        let wide = suppress_in::<u64>(&p, &values, &order, &risk, threshold, Fit::First)
+            .unwrap()
+            .unwrap();
+        let done = suppress(&p, &values, &order, &risk, threshold, Fit::First).unwrap();
+        assert_eq!((&done.0, &done.1, done.2), (&wide.0, &wide.1, wide.2));
+        assert!(check_naive(&p, &done.1).is_valid());
+        // The whole method, adjustments included.
+        let outcome = Strip::default().run(&p).unwrap();
+        assert!(check_naive(&p, &outcome.plan).is_valid());
+        assert!(outcome.iterations > 0);
     }
 
     #[test]
@@ -774,7 +849,7 @@ mod tests {
             Buffer::new("b", 4, 2, 8),
             Buffer::new("c", 4, 3, 5),
         ]);
-        let mut engine = Engine::new(&p);
+        let mut engine = Engine::<u64>::new(&p);
         engine.place_with(0, Fit::First).unwrap();
         engine.begin_trial();
         assert_eq!(engine.place_with(1, Fit::First), Ok(4));

@@ -754,7 +754,7 @@ mod tests {
             b: "b".into(),
         };
         assert_eq!(slabs(&problem), Err(clash.clone()));
-        let mut engine = Engine::new(&problem);
+        let mut engine = Engine::<u64>::new(&problem);
         assert_eq!(engine.place_fixed(), Err(clash));
         // Not live together: no clash; the slabs go above the highest fixed buffer.
         let mut apart = problem.buffers().to_vec();
