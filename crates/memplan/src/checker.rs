@@ -508,8 +508,10 @@ fn shares_are_disjoint(starts: &[(u64, u64, (u64, u64))], threads: usize) -> boo
     disjoint.into_inner()
 }
 
-/// At least this many segments for [`pieces_are_disjoint`] to sweep on several threads.
-const PARALLEL_SWEEP_FROM: usize = 1 << 20;
+/// At least this many segments for [`pieces_are_disjoint`] to sweep on several threads
+/// (issue #18: at 10^6 buffers with ~20,000 live, 0.33 s on one, 0.21 s on two; it was
+/// 2^20).
+const PARALLEL_SWEEP_FROM: usize = 1 << 17;
 
 /// At most this many threads sweep (the sweep is bound by memory traffic).
 const MAX_SWEEPS: usize = 4;
