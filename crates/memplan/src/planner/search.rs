@@ -780,13 +780,8 @@ fn boundaries((lo, hi): (u32, u32)) -> std::ops::Range<usize> {
 }
 
 /// `(g, fixed_top)`: every offset of a compacted plan, hence its arena, is a multiple of
-/// `g`; `fixed_top` is the highest top of a fixed buffer (0 when none).
-///
-/// `g` starts as the gcd of the sizes and the fixed offsets. An alignment that divides it
-/// changes nothing (rounding a multiple of `g` up to a multiple of a divisor of `g` leaves
-/// it as it is), so only the others are folded in, until every alignment of an unfixed
-/// buffer divides `g`: on the MiniMalloc suite (sizes in KiB, alignment 1) `g` is 1,024,
-/// not 1, and the bound moves in real steps.
+/// `g`; `fixed_top` is the highest top of a fixed buffer (0 when none). See
+/// [`granularity_and_unfixed`].
 fn granularity(problem: &Problem) -> (u64, u64) {
     let (g, fixed_top, _) = granularity_and_unfixed(problem);
     (g, fixed_top)
