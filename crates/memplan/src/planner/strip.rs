@@ -648,40 +648,35 @@ fn suppress_in<W: Word>(
         Fit::Stacked => Engine::<W>::stacking(problem),
         _ => Engine::<W>::new(problem),
     };
-    // Stops at the first overflow of `W`: what follows would differ from a `u64` run.
-    let word = |engine: &Engine<'_, W>, e: PlanError| {
-        if engine.word_overflow() {
-            Ok(None)
-        } else {
-            Err(e)
-        }
-    };
-    if let Err(e) = engine.place_fixed() {
-        return word(&engine, e);
-    }
-    let mut next = Vec::with_capacity(order.len());
-    for class in [Risk::High, Risk::Medium] {
-        for cluster in clusters(problem, &group(class)) {
-            let chosen = tune_cluster(problem, values, &mut engine, cluster, threshold, fit);
-            if engine.word_overflow() {
-                return Ok(None);
-            }
-            for &i in &chosen {
-                if let Err(e) = engine.place_with(i as usize, fit) {
-                    return word(&engine, e);
+    // Stops at the first overflow of `W`, a trial's too (which `tune_cluster` swallows):
+    // what would follow differs from a `u64` run.
+    let placed = (|| -> Result<Vec<u32>, PlanError> {
+        engine.place_fixed()?;
+        let mut next = Vec::with_capacity(order.len());
+        for class in [Risk::High, Risk::Medium] {
+            for cluster in clusters(problem, &group(class)) {
+                let chosen = tune_cluster(problem, values, &mut engine, cluster, threshold, fit);
+                if engine.word_overflow() {
+                    return Err(PlanError::ArenaOverflow);
                 }
+                for &i in &chosen {
+                    engine.place_with(i as usize, fit)?;
+                }
+                next.extend(chosen);
             }
-            next.extend(chosen);
         }
-    }
-    for class in [Risk::Low, Risk::None] {
-        for i in group(class) {
-            if let Err(e) = engine.place_with(i as usize, fit) {
-                return word(&engine, e);
+        for class in [Risk::Low, Risk::None] {
+            for i in group(class) {
+                engine.place_with(i as usize, fit)?;
+                next.push(i);
             }
-            next.push(i);
         }
+        Ok(next)
+    })();
+    if engine.word_overflow() {
+        return Ok(None);
     }
+    let next = placed?;
     let reads = engine.reads();
     Ok(Some((next, engine.into_plan()?, reads)))
 }
