@@ -1729,8 +1729,16 @@ impl<'p, W: Word> Engine<'p, W> {
     /// Finds `buffer`'s offset with `fit` and places it there; returns the offset in
     /// bytes.
     pub(crate) fn place_with(&mut self, buffer: usize, fit: Fit) -> Result<u64, PlanError> {
-        // `place` keeps every top in bytes within a u64.
-        Ok(self.place_rank_with(self.ranks[buffer] as usize, fit)? * self.unit)
+        let rank = self.ranks[buffer] as usize;
+        self.place_rank_with(rank, fit)?;
+        self.offset_in_bytes(rank).ok_or(PlanError::ArenaOverflow)
+    }
+
+    /// Rank `rank`'s offset in bytes; `None` when that passes a u64, which only a buffer
+    /// stacked past a deadline can ([`plan_in_order`]): `place` keeps every top within
+    /// the limit.
+    fn offset_in_bytes(&self, rank: usize) -> Option<u64> {
+        self.offsets[rank].checked_mul(self.unit)
     }
 
     /// [`Engine::place_with`] by rank, in units.
@@ -1782,7 +1790,7 @@ impl<'p, W: Word> Engine<'p, W> {
         let b = &buffers[index];
         // In units, as the engine's offsets.
         let offset = b.fixed_offset.unwrap_or(0) / self.unit;
-        let end = offset + b.size / self.unit;
+        let end = offset + self.shapes[self.ranks[index] as usize].size;
         let partners = self.partners_of(self.ranks[index] as usize);
         let other = (0..buffers.len())
             .find(|&j| {
@@ -1804,8 +1812,8 @@ impl<'p, W: Word> Engine<'p, W> {
     /// does not fit in a u64 (a buffer stacked past a deadline, [`plan_in_order`]).
     fn offsets_by_id(&self) -> Option<Vec<u64>> {
         let mut offsets = vec![0; self.ids.len()];
-        for (&id, &offset) in self.ids.iter().zip(&self.offsets) {
-            offsets[id as usize] = offset.checked_mul(self.unit)?;
+        for (rank, &id) in self.ids.iter().enumerate() {
+            offsets[id as usize] = self.offset_in_bytes(rank)?;
         }
         Some(offsets)
     }
@@ -2353,13 +2361,11 @@ impl Halves {
             // The error, if any, drops this half's channel ends, which stops the other
             // half at its next shared buffer.
             drop(exchange);
-            done.map(|()| {
-                // `place` keeps every top in bytes within a u64.
-                let placed: Vec<(u32, u64)> = (0..engine.ordered)
-                    .map(|rank| (engine.ids[rank], engine.offsets[rank] * engine.unit))
-                    .collect();
-                (placed, engine.reads)
-            })
+            done?;
+            let placed: Option<Vec<(u32, u64)>> = (0..engine.ordered)
+                .map(|rank| Some((engine.ids[rank], engine.offset_in_bytes(rank)?)))
+                .collect();
+            Ok((placed.ok_or(PlanError::ArenaOverflow)?, engine.reads))
         };
         let half = &half;
         let (done_left, done_right) = std::thread::scope(|scope| {
