@@ -3,7 +3,7 @@
 
 use crate::problem::Problem;
 
-pub(crate) fn gcd(mut a: u64, mut b: u64) -> u64 {
+fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
