@@ -165,7 +165,7 @@ proptest! {
     }
 
     #[test]
-    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u16..2048) {
+    fn every_rule_set_keeps_the_optimum(problem in tiny_problems(), mask in 0u16..4096) {
         let rules = Rules {
             canonical: mask & 1 != 0,
             dominance: mask & 2 != 0,
@@ -178,6 +178,7 @@ proptest! {
             reorder: mask & 256 != 0,
             dive: mask & 512 != 0,
             probe: mask & 1024 != 0,
+            memo: mask & 2048 != 0,
         };
         let outcome = run(&Search { rules, ..exact() }, &problem);
         prop_assert!(outcome.proven_optimal);
@@ -364,11 +365,11 @@ fn j_record_plan_is_valid() {
     check_record("J", "J.1022976.solution.csv", text, 1_022_976, 989_184);
 }
 
-/// The best plan known for D: 1,015,808 bytes (`known_results.csv` has 1,024,000).
+/// The best plan known for D: 1,014,784 bytes (`known_results.csv` has 1,024,000).
 #[test]
 fn d_record_plan_is_valid() {
-    let text = include_str!("data/D.1015808.solution.csv");
-    check_record("D", "D.1015808.solution.csv", text, 1_015_808, 986_112);
+    let text = include_str!("data/D.1014784.solution.csv");
+    check_record("D", "D.1014784.solution.csv", text, 1_014_784, 986_112);
 }
 
 /// Ablation, one rule at a time, on the minimalloc instances A (154 buffers) and C (203):
@@ -523,6 +524,65 @@ fn decompose_keeps_the_optimum_on_mid_sized_instances() {
     assert!(above_bound > 0);
 }
 
+/// `memo` on minimalloc A, one thread, without restarts (so that no run ends on a budget):
+/// it only cuts subtrees searched to the end before, so the search finds the same plans in
+/// the same order and proves the same optimum in fewer nodes (measured: 48,400 against
+/// 49,120).
+#[test]
+fn memo_changes_no_plan_and_cuts_nodes() {
+    let Some(a) = challenging("A") else {
+        return;
+    };
+    let solve = |memo: bool| {
+        let rules = Rules {
+            memo,
+            restarts: false,
+            ..Rules::DEFAULT
+        };
+        run(&Search { rules, ..exact() }, &a)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "memo: A proven in {} nodes with it, {} without",
+        with.nodes, without.nodes
+    );
+    assert!(with.proven_optimal && without.proven_optimal);
+    assert_eq!(with.plan.offsets, without.plan.offsets);
+    assert!(with.nodes < without.nodes);
+}
+
+/// `memo`: minimalloc D decided at its best known peak (1,024,000 bytes), one thread,
+/// seed 1: with the memo a plan fits within the node limit (measured: 171,525 nodes);
+/// without it none is found (nor in 1,500,000 nodes).
+#[test]
+fn memo_decides_d_at_the_best_known_peak() {
+    const LIMIT: u64 = 400_000;
+    let Some(d) = challenging("D") else {
+        return;
+    };
+    let solve = |memo: bool| {
+        let search = Search {
+            rules: Rules {
+                memo,
+                ..Rules::DEFAULT
+            },
+            capacity: Some(1_024_000),
+            node_limit: Some(LIMIT),
+            seed: 1,
+            ..exact()
+        };
+        run(&search, &d)
+    };
+    let (with, without) = (solve(true), solve(false));
+    eprintln!(
+        "memo: capacity met {:?} in {} nodes with it, {:?} in {} without",
+        with.capacity_met, with.nodes, without.capacity_met, without.nodes
+    );
+    assert_eq!(with.capacity_met, Some(true));
+    assert!(with.arena <= 1_024_000);
+    assert_eq!(without.capacity_met, None);
+}
+
 /// `reuse`: on minimalloc F (296 buffers, three time components), one thread with the
 /// default rules, restarts included (kept plans pay off from the second run on): fewer
 /// nodes to the proven optimum with the rule than without it.
@@ -617,10 +677,12 @@ fn lns_lowers_the_arena_under_a_small_node_limit() {
 /// `reorder`: on minimalloc I (a perfect packing: its optimum is max-live), one thread,
 /// default rules: with the parts reordered at each split (every second run of the prover)
 /// the search finds a plan at the bound within the limit; with the static preorders alone
-/// it does not.
+/// it does not (measured: proven in 133,087 nodes; 1,102,848 without). Since the improver
+/// takes 4/5 of one thread's nodes once it probes, the prover's proof takes more nodes in
+/// all than the 60,000 this limit was before.
 #[test]
 fn reorder_reduces_search_nodes() {
-    const LIMIT: u64 = 60_000;
+    const LIMIT: u64 = 150_000;
     let Some(i) = challenging("I") else {
         return;
     };

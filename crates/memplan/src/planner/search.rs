@@ -71,6 +71,13 @@
 //!   that made it; a plan a little lower often needs an early choice changed, which a
 //!   restart reaches in a few hundred nodes (on J, 13 plans 1 KiB apart, 409-428 nodes
 //!   each) where backtracking does not.
+//! - `memo` (a cut by memory, not a rule of the plans): a node whose subtree was searched
+//!   to the end without a plan is remembered by a 128-bit hash of what its subtree depends
+//!   on (the unplaced buffers' minimum offsets, the last key, the part), and the same node
+//!   reached again by placing the same buffers another way is cut. The memo of a preorder
+//!   stays over its runs while their caps do not rise, so a restart goes on where the last
+//!   run of that preorder stopped. On minimalloc D at the best known peak a plan is found
+//!   in 171,525 nodes with it and none in 1,500,000 without.
 //!
 //! The section rule keeps no floors up to date: each section remembers a *witness*, an
 //! unplaced member whose minimum offset was low enough, and only a section whose witness is
@@ -91,14 +98,16 @@
 //! and a *prover* with cap = the lower bound (the max-live bound, rounded up to `g`): a plan found there is optimal. An exhausted search proves that nothing fits under
 //! its final cap and raises the bound to `cap + g`. With two threads they run in parallel;
 //! with one they alternate under the node budgets, and, with `probe`, once the improver
-//! probes, a round is the improver's alone while it has searched fewer nodes than the
-//! prover (the prover keeping its own order of preorders and budgets).
+//! probes, a round is the improver's alone while it has searched fewer than four times the
+//! prover's nodes (the prover keeping its own order of preorders and budgets).
 //!
 //! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: they
 //! start from the greedy candidates that fit in 7/8 of the time limit
 //! ([`super::best_of::run_until`]) and the rest goes to the large-neighbourhood search (LNS)
 //! ([`super::lns`]).
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -152,10 +161,14 @@ pub struct Rules {
     /// Once the improver's aim has reached the incumbent (every lower aim ran out of
     /// budget), its runs that are not dives search at a random cap in the top third of
     /// the gap between the bound and the incumbent instead of just below the incumbent,
-    /// 21 runs per cap with budgets from 4 n doubling every 3 runs (a decision from
-    /// scratch): a decision at a lower cap can be far easier than one just below the
-    /// incumbent.
+    /// one *episode* per cap with budgets from 4 n doubling every few runs (a decision
+    /// from scratch), short and long episodes mixed (`doc/search.md`): a decision at a
+    /// lower cap can be far easier than one just below the incumbent.
     pub probe: bool,
+    /// Remember the nodes whose subtree a run has searched to the end without a plan (by
+    /// a 128-bit hash of the unplaced buffers' minimum offsets, the last key and the part)
+    /// and cut a node that comes again, reached by placing the same buffers another way.
+    pub memo: bool,
 }
 
 impl Default for Rules {
@@ -178,6 +191,7 @@ impl Rules {
         reorder: true,
         dive: true,
         probe: true,
+        memo: true,
     };
 
     /// The default: every rule but `lns` (measured: it costs the improver more nodes than
@@ -188,7 +202,7 @@ impl Rules {
     };
 
     /// The rule names as [`Rules::parse`] reads them.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "canonical",
         "dominance",
         "sections",
@@ -200,6 +214,7 @@ impl Rules {
         "reorder",
         "dive",
         "probe",
+        "memo",
     ];
 
     /// Reads a comma-separated list of rule names starting from [`Rules::DEFAULT`]; a
@@ -224,6 +239,7 @@ impl Rules {
                 "reorder" => &mut rules.reorder,
                 "dive" => &mut rules.dive,
                 "probe" => &mut rules.probe,
+                "memo" => &mut rules.memo,
                 _ => {
                     return Err(format!(
                         "unknown search rule '{name}'; known rules: {}",
@@ -771,6 +787,8 @@ struct Model {
     /// For each section boundary `b` (between sections `b` and `b + 1`): the buffers whose
     /// hull crosses it plus the conflict pairs whose hull crosses it.
     crossings: Vec<u32>,
+    /// `memo`: random salts of each buffer's terms in a node's hash ([`term`]).
+    salt: Vec<[u64; 4]>,
 }
 
 /// The section boundaries inside the section range `[lo, hi)` (boundary `b` lies between
@@ -920,6 +938,10 @@ impl Model {
             hull,
             pairs,
             crossings,
+            salt: (0..n as u64)
+                // Salts 1 and 3 are `term`'s multipliers: odd.
+                .map(|i| std::array::from_fn(|k| mix(i << 2 | k as u64) | (k as u64 & 1)))
+                .collect(),
             n,
             size: ids.iter().map(|&i| buffers[i as usize].size).collect(),
             align: ids.iter().map(|&i| buffers[i as usize].alignment).collect(),
@@ -1123,6 +1145,22 @@ struct Worker<'m, 's> {
     poll_every: u64,
     budget: u64,
     found: bool,
+    /// `memo`: the hash of the unplaced buffers' minimum offsets (a sum of [`term`]s,
+    /// kept up to date by [`Worker::place`] and restored after each candidate), the nodes
+    /// searched to the end without a plan, and how many more may be remembered.
+    hash: (u64, u64),
+    memo: Memo,
+    memo_room: usize,
+}
+
+/// `memo`: nodes searched to the end without a plan at a cap of at most `cap`, by
+/// [`Worker::node_key`]. Kept across the runs of one preorder and step (without
+/// `reorder`) while their caps do not rise above `cap`: such a run follows the same tree,
+/// so it goes on where the last one stopped on its budget.
+#[derive(Default)]
+struct Memo {
+    cap: u64,
+    exhausted: HashSet<u128, BuildHasherDefault<KeyHasher>>,
 }
 
 impl<'m, 's> Worker<'m, 's> {
@@ -1164,6 +1202,9 @@ impl<'m, 's> Worker<'m, 's> {
             poll_every: shared.node_limit.clamp(1, 256),
             budget: u64::MAX,
             found: false,
+            hash: (0, 0),
+            memo: Memo::default(),
+            memo_room: 0,
         }
     }
 
@@ -1189,6 +1230,15 @@ impl<'m, 's> Worker<'m, 's> {
             self.new_cuts.extend(zero.map(|(b, _)| b as u32));
         }
         self.root_parts.clear();
+        if self.rules.memo {
+            if cap > self.memo.cap {
+                self.memo.exhausted.clear();
+            }
+            self.hash = (0..m.n).fold((0, 0), |(a, b), i| {
+                let (x, y) = term(&m.salt[i], self.min_off[i]);
+                (a.wrapping_add(x), b.wrapping_add(y))
+            });
+        }
         let flow = if self.new_cuts.is_empty() {
             self.root_split = 0;
             self.dfs(&all, (0, 0), 0)
@@ -1197,6 +1247,8 @@ impl<'m, 's> Worker<'m, 's> {
             self.split(&all, (0, 0), 0)
         };
         self.flush();
+        // Every node remembered is exhausted at the cap of its time, at least this one.
+        self.memo.cap = self.cap;
         match flow {
             Flow::Infeasible(_) => Flow::Continue,
             flow => flow,
@@ -1223,6 +1275,10 @@ impl<'m, 's> Worker<'m, 's> {
             return Flow::Abort;
         }
         if top > self.cap {
+            return Flow::Continue;
+        }
+        let key = self.rules.memo.then(|| self.node_key(part, last));
+        if key.is_some_and(|key| self.memo.exhausted.contains(&key)) {
             return Flow::Continue;
         }
         let m = self.m;
@@ -1258,6 +1314,7 @@ impl<'m, 's> Worker<'m, 's> {
         let (min_off, rank) = (&self.min_off, &self.rank);
         self.candidates[start..].sort_unstable_by_key(|&i| (min_off[i as usize], rank[i as usize]));
         let end = self.candidates.len();
+        let hash = self.hash;
         for k in start..end {
             let i = self.candidates[k] as usize;
             let offset = self.min_off[i];
@@ -1272,6 +1329,7 @@ impl<'m, 's> Worker<'m, 's> {
                 self.dfs(part, key, top)
             };
             self.undo(i, mark);
+            self.hash = hash;
             if flow != Flow::Continue {
                 self.candidates.truncate(start);
                 return flow;
@@ -1281,7 +1339,34 @@ impl<'m, 's> Worker<'m, 's> {
             }
         }
         self.candidates.truncate(start);
+        if let Some(key) = key {
+            if self.memo_room > 0 && self.memo.exhausted.insert(key) {
+                self.memo_room -= 1;
+            }
+        }
         Flow::Continue
+    }
+
+    /// `memo`: the key of a node of `part` whose last placement had key `last`. Nodes
+    /// with the same key have the same subtree, up to the cap: the same buffers are
+    /// unplaced, with the same minimum offsets (all that the placed buffers matter for),
+    /// under the same canonical bound, in the same part (its sections; its buffers are the
+    /// unplaced ones starting there). Whether a node is exhausted does not depend on the
+    /// parts waiting after its own (one that cannot fit ends the search of the node with
+    /// [`Flow::Infeasible`], not as exhausted), nor on the highest top once it is under
+    /// the cap. The ranks are the preorder's, except with `reorder`, where the splits
+    /// above the node set them: then the key holds the part's number (`origin`, never
+    /// reused within a run) and the memo is the run's alone.
+    fn node_key(&self, part: &Part, last: (u64, u32)) -> u128 {
+        let (a, b) = self.hash;
+        let context = if self.rules.reorder {
+            mix(part.origin)
+        } else {
+            0
+        };
+        let a = a ^ mix(last.0 ^ (u64::from(part.lo) << 32 | u64::from(part.hi)));
+        let b = b ^ mix(u64::from(last.1) ^ context);
+        u128::from(a) << 64 | u128::from(b)
     }
 
     /// `decompose`: the boundaries in `new_cuts` are crossed by no unplaced buffer (nor
@@ -1468,6 +1553,9 @@ impl<'m, 's> Worker<'m, 's> {
         let mark = self.buffer_log.len();
         let height = offset + m.size[i];
         self.offset[i] = offset;
+        if self.rules.memo {
+            self.retire(i, self.min_off[i], None);
+        }
         // Placed buffers count as `UNPLACED` (no floor) in the section rule.
         self.min_off[i] = UNPLACED;
         for &j in m.neighbours(i) {
@@ -1477,7 +1565,11 @@ impl<'m, 's> Worker<'m, 's> {
                     .push((j as u32, self.raw[j], self.min_off[j]));
                 self.raw[j] = height;
                 if self.min_off[j] < height {
+                    let old = self.min_off[j];
                     self.min_off[j] = m.lowest_from(j, height);
+                    if self.rules.memo {
+                        self.retire(j, old, Some(self.min_off[j]));
+                    }
                 }
             }
         }
@@ -1506,6 +1598,18 @@ impl<'m, 's> Worker<'m, 's> {
             }
         }
         mark
+    }
+
+    /// `memo`: takes `i`'s term for minimum offset `old` out of the hash and, unless it was
+    /// just placed, adds the one for `new`.
+    fn retire(&mut self, i: usize, old: u64, new: Option<u64>) {
+        let salt = &self.m.salt[i];
+        let (x, y) = term(salt, old);
+        self.hash = (self.hash.0.wrapping_sub(x), self.hash.1.wrapping_sub(y));
+        if let Some(new) = new {
+            let (x, y) = term(salt, new);
+            self.hash = (self.hash.0.wrapping_add(x), self.hash.1.wrapping_add(y));
+        }
     }
 
     fn undo(&mut self, i: usize, buffers: usize) {
@@ -1592,23 +1696,105 @@ impl<'m, 's> Worker<'m, 's> {
 /// each round of its three).
 const RUNS_PER_BUDGET: usize = 3;
 
-/// `probe`: runs per random cap (budgets 4 n to 256 n, three runs each).
-const PROBE_RUNS: u64 = 21;
+/// `probe` on one thread: once the improver probes, it searches up to this many times the
+/// prover's nodes (the prover never ends at the bound on D or J, whose best known plans
+/// are 3-5 % above it; the instances it does prove took at most 1.3 s on one thread).
+const IMPROVER_SHARE: u64 = 4;
 
-/// `probe` on one thread: runs per random cap (budgets 4 n to 16 n, two runs each). With
-/// the time shared evenly, 21 runs up to 256 n spent seconds on a cap that no preorder
-/// decides quickly (J, seed 4: 6 s at 1,037,312); measured on J, seeds 0-9, 10 s:
-/// at or below 1,035,264 in 8 of 10 runs with 6 runs per cap, 3 of 10 with 21.
-const PROBE_RUNS_ONE_THREAD: u64 = 6;
+/// `probe`: long episodes search up to this many times the nodes of short ones (see
+/// [`Episode`]).
+const LONG_SHARE: u64 = 3;
 
-/// `probe` on one thread: runs per budget within an episode.
-const PROBE_RUNS_PER_BUDGET_ONE_THREAD: u64 = 2;
+/// `probe`: the kind of an episode, one random cap searched like a decision from scratch
+/// with node budgets from 4 n, doubling every few runs.
+///
+/// The improver mixes both kinds by nodes ([`LONG_SHARE`]), short first: J is won by short
+/// ones, which try many caps (J has many that a short search decides), D by long ones (its
+/// few caps at or below 1,024,000 that the search decides at all take 0.5-1.5 s each).
+/// Measured with `memo`, seeds 0-9, at or below the best known (doc/search.md): one thread,
+/// 10 s: short only D 1 of 10, J 10; long only D 8, J 4; both D 9, J 9. Two threads, 5 s:
+/// long only D 8, J 6; both D 8, J 8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Episode {
+    /// 6 runs, budgets 4 n to 16 n, two runs each.
+    Short,
+    /// 21 runs, budgets 4 n to 256 n, three runs each.
+    Long,
+}
+
+impl Episode {
+    fn runs(self) -> u64 {
+        match self {
+            Episode::Short => 6,
+            Episode::Long => 21,
+        }
+    }
+
+    fn runs_per_budget(self) -> u64 {
+        match self {
+            Episode::Short => 2,
+            Episode::Long => 3,
+        }
+    }
+}
+
+/// `probe`: the improver's episodes so far.
+struct Episodes {
+    /// Episodes begun; the current one's number (from 0) is `count - 1`.
+    count: u64,
+    /// The current episode's kind and the runs it has had.
+    kind: Episode,
+    runs: u64,
+    /// Nodes searched in short and long episodes.
+    nodes: [u64; 2],
+}
+
+impl Episodes {
+    fn new() -> Episodes {
+        Episodes {
+            count: 0,
+            kind: Episode::Short,
+            runs: 0,
+            nodes: [0; 2],
+        }
+    }
+
+    /// The kind of the next probing run: the current episode's while it has runs left,
+    /// else the kind whose share of the nodes is behind (short first).
+    fn next_kind(&self) -> Episode {
+        if self.count > 0 && self.runs < self.kind.runs() {
+            self.kind
+        } else if self.nodes[1] < self.nodes[0].saturating_mul(LONG_SHARE) {
+            Episode::Long
+        } else {
+            Episode::Short
+        }
+    }
+
+    /// Starts a probing run: `(episode number, budget doublings)`.
+    fn begin(&mut self) -> (u64, u32) {
+        if self.count == 0 || self.runs >= self.kind.runs() {
+            self.kind = self.next_kind();
+            self.count += 1;
+            self.runs = 0;
+        }
+        let doublings = self.runs / self.kind.runs_per_budget();
+        self.runs += 1;
+        (self.count - 1, doublings as u32)
+    }
+
+    /// Counts a probing run's nodes to its episode's kind.
+    fn end(&mut self, nodes: u64) {
+        self.nodes[usize::from(self.kind == Episode::Long)] += nodes;
+    }
+}
 
 /// One thread of the exact search: runs its role under doubling node budgets, cycling
 /// through the preorders (rotated by the seed), until the shared search is done.
 fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, role: Role) {
     let preorders = model.preorders();
     let rules = options.rules;
+    let mut memos: Vec<Memo> = (0..preorders.len() * 2).map(|_| Memo::default()).collect();
     let first = (options.seed as usize + usize::from(role == Role::Prove)) % preorders.len();
     let mut budget = if rules.restarts {
         (model.n as u64).max(64) * 4
@@ -1623,26 +1809,21 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     let mut polish = rules.lns && role != Role::Prove;
     // `dive`: the last run of the improver found a plan, so its preorder runs again.
     let mut dive = false;
-    // `probe`: the improver's random caps so far (the draws' counter).
-    let mut probes = 0u64;
+    // `probe`: the improver's episodes (random caps).
+    let mut episodes = Episodes::new();
     // `probe` on one thread: nodes searched by each step, and the prover's runs.
     let (mut prover_nodes, mut improver_nodes, mut prover_runs) = (0u64, 0u64, 0usize);
-    let (episode_runs, runs_per_budget) = if role == Role::Both {
-        (PROBE_RUNS_ONE_THREAD, PROBE_RUNS_PER_BUDGET_ONE_THREAD)
-    } else {
-        (PROBE_RUNS, RUNS_PER_BUDGET as u64)
-    };
     loop {
         // `probe` on one thread: once the improver probes, a round whose prover would
-        // have searched more nodes than the improver is the improver's alone, so that
-        // they share the time evenly (the prover's doubling budgets took 75-85 % of it on
-        // J and D, the improver's probes being small).
+        // have searched more than 1/`IMPROVER_SHARE` of the improver's nodes is the
+        // improver's alone (the prover's doubling budgets took 75-85 % of the time on J
+        // and D, the improver's probes being small).
         let improve_only = rules.probe
             && role == Role::Both
             && shared.capacity.is_none()
-            && probes > 0
+            && episodes.count > 0
             && !dive
-            && improver_nodes < prover_nodes;
+            && improver_nodes < prover_nodes.saturating_mul(IMPROVER_SHARE);
         // The prover's runs are counted apart, so that skipped rounds do not change the
         // order in which it tries the preorders, nor when its budget doubles.
         let prover_round = if role == Role::Both && rules.probe {
@@ -1654,9 +1835,12 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
         // the splits, then static (I and E are solved by the first kind, G by the second).
         // The improver keeps the static preorders (D and J lose with `reorder` there).
         let (preorder, reorder) = match (rules.reorder, rules.restarts, role) {
-            (true, true, Role::Both) if improve_only => {
-                ((first + round / 2) % preorders.len(), round % 2 == 0)
-            }
+            // One thread: long episodes keep the static preorders like the improver of two
+            // threads; short ones alternate reordered and static runs like the prover.
+            (true, true, Role::Both) if improve_only => match episodes.next_kind() {
+                Episode::Long => ((first + round) % preorders.len(), false),
+                Episode::Short => ((first + round / 2) % preorders.len(), round % 2 == 0),
+            },
             (true, true, Role::Prove | Role::Both) => (
                 (first + prover_round / 2) % preorders.len(),
                 prover_round % 2 == 0,
@@ -1667,6 +1851,10 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
         let rank = preorders[preorder].clone();
         let run_rules = Rules { reorder, ..rules };
         let mut worker = Worker::new(model, shared, run_rules, rank, std::mem::take(&mut reused));
+        // `memo`: the memo of each step of this run (without `reorder`: the one its
+        // preorder kept from its last run of that step).
+        let kept =
+            |step: Role| (!reorder).then_some(preorder * 2 + usize::from(step == Role::Prove));
         let steps: &[Role] = match role {
             // A dive repeats the improver's run only: the prover's would be the same.
             Role::Both if dive => &[Role::Improve],
@@ -1699,6 +1887,10 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
                 && !dive
                 && aim >= 8
                 && shared.capacity.is_none();
+            // `probe`: each episode searches its cap like a decision from scratch, budgets
+            // 4 n, 8 n, ... doubling every few runs, whatever the restarts' budget has
+            // grown to.
+            let probe = probing.then(|| episodes.begin());
             let cap = if let Some(capacity) = shared.capacity {
                 // Decision mode: every run searches at the capacity.
                 capacity.min(improve_cap)
@@ -1706,10 +1898,9 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
                 lower.min(improve_cap)
             } else if dive {
                 improve_cap
-            } else if probing {
+            } else if let Some((episode, _)) = probe {
                 // `probe`: a random cap in the top third of the gap, one per episode.
                 let steps = improve_cap.saturating_sub(lower) / 3 / g;
-                let episode = probes / episode_runs;
                 let draw = mix(options.seed ^ (episode << 32) ^ role as u64);
                 improve_cap - (draw % (steps + 1)) * g
             } else {
@@ -1735,16 +1926,23 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             } else {
                 lower
             };
-            // `probe`: each episode searches its cap like a decision from scratch, budgets
-            // 4 n, 8 n, ... doubling every 3 runs (every 2 on one thread), whatever the
-            // restarts' budget has grown to.
-            let run_budget = if probing {
-                ((model.n as u64).max(64) * 4) << ((probes % episode_runs) / runs_per_budget)
-            } else {
-                budget
+            let run_budget = match probe {
+                Some((_, doublings)) => ((model.n as u64).max(64) * 4) << doublings,
+                None => budget,
             };
-            probes += u64::from(probing);
+            if rules.memo {
+                worker.memo =
+                    kept(step).map_or_else(Memo::default, |k| std::mem::take(&mut memos[k]));
+                let held: usize = memos.iter().map(|m| m.exhausted.len()).sum();
+                worker.memo_room = MEMO_LIMIT.saturating_sub(held + worker.memo.exhausted.len());
+            }
             let flow = worker.run(cap, target, run_budget);
+            if probing {
+                episodes.end(worker.nodes);
+            }
+            if let Some(k) = kept(step).filter(|_| rules.memo) {
+                memos[k] = std::mem::take(&mut worker.memo);
+            }
             if step == Role::Prove {
                 prover_nodes += worker.nodes;
                 prover_runs += 1;
@@ -1793,7 +1991,42 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
     }
 }
 
-/// A 64-bit mix (SplitMix64's finaliser): `probe`'s random caps.
+/// `memo`: at most this many nodes are remembered by each thread, over all its memos
+/// (16 bytes and a control byte each, at most 7/8 full: about 40 MiB).
+const MEMO_LIMIT: usize = 1 << 21;
+
+/// `memo`: a buffer's two 64-bit terms in the hash of the unplaced minimum offsets, from
+/// its four random salts (each term a folded 128-bit product, as in wyhash).
+fn term(salt: &[u64; 4], min_off: u64) -> (u64, u64) {
+    let fold = |x: u64, y: u64| {
+        let product = u128::from(x) * u128::from(y);
+        (product as u64) ^ (product >> 64) as u64
+    };
+    (
+        fold(min_off ^ salt[0], salt[1]),
+        fold(min_off ^ salt[2], salt[3]),
+    )
+}
+
+/// The keys of `memo`'s table are hashes already: a key's low half is its hash.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+    fn write_u128(&mut self, key: u128) {
+        self.0 = key as u64;
+    }
+}
+
+/// A 64-bit mix (SplitMix64's finaliser): `probe`'s random caps, `memo`'s hashes.
 fn mix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
