@@ -353,7 +353,7 @@ pub struct SearchArgs {
     pub threads: usize,
     /// search: pruning rules to switch off or on, e.g. `-dominance,-restarts` (rules:
     /// canonical, dominance, sections, hatless, restarts, decompose, reuse, reorder, dive,
-    /// probe, lns; all but lns on by default).
+    /// probe, memo, lns; all but lns on by default).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub search_rules: String,
     /// search: decision mode: find a plan with arena at most BYTES or prove that none
