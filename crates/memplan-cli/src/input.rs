@@ -171,9 +171,16 @@ pub fn read_tflite(path: &Path, options: memplan_tflite::ArenaOptions) -> Result
 }
 
 /// Analyses a graph read from `path`, naming the file in errors.
+///
+/// With `all_orders` (`exclusive:orders=all`) the analysis writes a tensor in place only
+/// where that holds in every execution order ([`memplan_graph::analyse_every_order`]).
 pub fn analyse(path: &Path, graph: &Graph, settings: &GraphSettings) -> Result<Analysis> {
-    memplan_graph::analyse(graph, settings.order, settings.options)
-        .with_context(|| format!("'{}'", path.display()))
+    let analysis = if settings.all_orders {
+        memplan_graph::analyse_every_order(graph, settings.order, settings.options)
+    } else {
+        memplan_graph::analyse(graph, settings.order, settings.options)
+    };
+    analysis.with_context(|| format!("'{}'", path.display()))
 }
 
 /// The problem of a CSV: a memory-operation sequence (a header with `op` and `tensor`),
@@ -273,6 +280,14 @@ pub fn exclusive_problem(
         return Ok(loaded.problem.clone());
     };
     if settings.all_orders {
+        // A graph loaded for one order (a bench over several specs) is analysed again.
+        let every;
+        let analysis = if analysis.every_order {
+            analysis
+        } else {
+            every = self::analyse(path, graph, settings)?;
+            &every
+        };
         return memplan_graph::all_orders_problem(graph, analysis)
             .with_context(|| format!("'{}'", path.display()));
     }

@@ -2221,6 +2221,63 @@ fn all_orders_plans_are_checked_for_every_order() {
     );
 }
 
+/// The counterexample of the every-order mode with in-place on (the default): `a` is read
+/// by `B` and by `C = Relu(a)`. For the file order A, B, C, D, `c` may be written over `a`;
+/// in the order A, C, B, D it may not. The mode keeps them apart, its plan checks, and the
+/// same plan with `c` moved onto `a` is rejected by `check` tensor by tensor.
+#[test]
+fn every_order_mode_never_writes_in_place_over_a_branch_still_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = "crates/memplan-cli/tests/data/inplace_branches.json";
+    let plan = dir.path().join("all.json");
+    let out = memplan(&[
+        "plan",
+        model,
+        "--planner",
+        "exclusive:orders=all",
+        "-f",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let offset = |value: &serde_json::Value, name: &str| {
+        value["buffers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["id"] == name)
+            .unwrap_or_else(|| panic!("no buffer '{name}' in {value}"))["offset"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a, c) = (offset(&value, "a"), offset(&value, "c"));
+    assert!(a.abs_diff(c) >= 64, "a at {a} and c at {c} overlap");
+    let out = memplan(&["check", model, plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("every tensor in every order"),
+        "{}",
+        stdout(&out)
+    );
+    for b in value["buffers"].as_array_mut().unwrap() {
+        if b["id"] == "c" {
+            b["offset"] = serde_json::json!(a);
+        }
+    }
+    let moved = dir.path().join("moved.json");
+    std::fs::write(&moved, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+    let out = memplan(&["check", model, moved.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("all orders: buffers 'a' and 'c' share addresses"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn search_node_limit_with_one_thread_is_deterministic() {
     let file = root().join("../shared/benchmarks/minimalloc/challenging/D.1048576.csv");

@@ -249,6 +249,9 @@ pub struct Stats {
 /// The result of [`analyse`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Analysis {
+    /// Made by [`analyse_every_order`]: every in-place write holds in every execution
+    /// order the edges allow, not only in [`Analysis::order`].
+    pub every_order: bool,
     /// The execution order used.
     pub order: Vec<NodeId>,
     /// Number of the last step (the number of nodes).
@@ -362,6 +365,32 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
     options: Options,
     inplace_ops: &[S],
 ) -> Result<Analysis, AnalysisError> {
+    analyse_inner(graph, order, options, inplace_ops, false)
+}
+
+/// [`analyse`] for plans that must hold in *every* execution order the edges allow (the
+/// `exclusive` planner's every-order mode): views are shared as usual (a view writes
+/// nothing), but an output is written in place over an input only when, besides the
+/// usual rules, every other use of the input's group (its producers and readers) reaches
+/// the writing operator along the edges, so that the group is dead there in every order,
+/// not only in `order`. (In the file order `a` read by `B` and by `C = Relu(a)` may be
+/// overwritten by `C` when `B` runs first; in the order that runs `C` before `B` it may
+/// not, so this analysis keeps `c` apart.) [`Analysis::every_order`] records the rule.
+pub fn analyse_every_order(
+    graph: &Graph,
+    order: Order,
+    options: Options,
+) -> Result<Analysis, AnalysisError> {
+    analyse_inner(graph, order, options, INPLACE_OPS, true)
+}
+
+fn analyse_inner<S: AsRef<str>>(
+    graph: &Graph,
+    order: Order,
+    options: Options,
+    inplace_ops: &[S],
+    every_order: bool,
+) -> Result<Analysis, AnalysisError> {
     let order = execution_order(graph, order)?;
     let n_values = graph.values().len();
     let last_step = order.len() as u64;
@@ -414,6 +443,31 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
         .map(|v| is_boundary(ValueId(v)))
         .collect();
     let mut groups = Groups::new(&values, boundary);
+    // Every-order rule: the operators that use each group (indexed by its root), cut back
+    // to the writer after each in-place write (all earlier uses reach it), and a reacher.
+    let (predecessors, position) = if every_order {
+        let mut position = vec![0usize; graph.nodes().len()];
+        for (p, node) in order.iter().enumerate() {
+            position[node.index()] = p;
+        }
+        (crate::exclusive::adjacency(graph).1, position)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut reacher = memplan::orders::Reacher::new(&predecessors, &position);
+    let mut uses: Vec<Vec<u32>> = if every_order {
+        graph
+            .values()
+            .iter()
+            .map(|v| {
+                let mut ops: Vec<u32> = v.producer.iter().map(|(n, _)| n.0).collect();
+                ops.extend(v.consumers.iter().map(|(n, _)| n.0));
+                ops
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut stats = Stats::default();
     let live: Vec<bool> = values.iter().map(|v| v.lifetime.is_some()).collect();
     let shareable = |id: ValueId| live[id.index()];
@@ -431,6 +485,10 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
         let op = node.op_type.as_str();
         if options.alias && VIEW_OPS.contains(&op) {
             if shareable(*x0) && graph.value(*x0).bytes == graph.value(y).bytes {
+                if every_order {
+                    let moved = std::mem::take(&mut uses[y.index()]);
+                    uses[groups.root(*x0)].extend(moved);
+                }
                 groups.join(*x0, y);
                 values[y.index()].is_view = true;
                 stats.alias_saved_bytes =
@@ -443,6 +501,7 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
             continue;
         }
         let step = step_of[node_id.index()];
+        let writer = node_id.0;
         let target = node.inputs.iter().flatten().copied().find(|&x| {
             let (vx, vy) = (graph.value(x), graph.value(y));
             shareable(x)
@@ -450,8 +509,22 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
                 && vx.bytes == vy.bytes
                 && vx.bytes > 0
                 && groups.dies_at(x, step)
+                && (!every_order
+                    || uses[groups.root(x)]
+                        .iter()
+                        .all(|&u| u == writer || reacher.reaches(u as usize, writer as usize)))
         });
         if let Some(x) = target {
+            if every_order {
+                // Every earlier use reaches the writer: from now on the writer stands for
+                // them, with the uses of what it wrote.
+                let root = groups.root(x);
+                let mut moved = std::mem::take(&mut uses[y.index()]);
+                moved.push(writer);
+                moved.sort_unstable();
+                moved.dedup();
+                uses[root] = moved;
+            }
             groups.join(x, y);
             values[y.index()].inplace_of = Some(x);
             stats.inplace_saved_bytes = stats
@@ -528,6 +601,7 @@ pub fn analyse_with_inplace_ops<S: AsRef<str>>(
     stats.max_live_unshared_bytes =
         bound::max_live(&Problem::from_buffers(unshared)?).ok_or(AnalysisError::Overflow)?;
     Ok(Analysis {
+        every_order,
         order,
         last_step,
         values,

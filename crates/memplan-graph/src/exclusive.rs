@@ -41,10 +41,11 @@
 //! models the pool can grow above the max-live lower bound (see doc/exclusive.md). With
 //! rule 2 off the relation is close to lifetime overlap (rule 4) plus direct edges.
 
+use memplan::orders::for_each_unrelated_pair;
 use memplan::{BufferId, Lifetime, Problem, ProblemError};
 
 use crate::analysis::Analysis;
-use crate::ir::{Graph, NodeId};
+use crate::ir::{Graph, NodeId, ValueId};
 
 /// Which of the switchable rules are on (rule 4 always is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,88 +188,6 @@ pub(crate) fn adjacency(graph: &Graph) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
     (successors, predecessors)
 }
 
-/// Words per node of one chunk of sources in [`for_each_unrelated_pair`]: 16 words, 1024
-/// sources, so the two sweeps hold 2 × 16 words per node whatever the graph's size.
-const CHUNK_WORDS: usize = 16;
-
-/// Calls `f(x, y)` once for every pair of nodes `x < y` (indices) of which neither reaches
-/// the other along one or more edges (`successors` / `predecessors`, acyclic; `order`
-/// topological): rule 2's parallel branches.
-///
-/// The sources are taken in chunks of `64 · CHUNK_WORDS`; per chunk, a forward sweep over
-/// `order` collects in each node the chunk's sources that reach it, a backward sweep the
-/// ones it reaches. Time O((n + e) · n / 64 + pairs), memory O(n · CHUNK_WORDS) words:
-/// linear in the graph, not the n² / 64 bits of whole reachability rows.
-pub(crate) fn for_each_unrelated_pair(
-    successors: &[Vec<usize>],
-    predecessors: &[Vec<usize>],
-    order: &[NodeId],
-    f: impl FnMut(usize, usize),
-) {
-    unrelated_pairs_in_chunks(successors, predecessors, order, CHUNK_WORDS, f)
-}
-
-/// [`for_each_unrelated_pair`] with chunks of `64 · chunk_words` sources.
-fn unrelated_pairs_in_chunks(
-    successors: &[Vec<usize>],
-    predecessors: &[Vec<usize>],
-    order: &[NodeId],
-    chunk_words: usize,
-    mut f: impl FnMut(usize, usize),
-) {
-    let n = successors.len();
-    let words = chunk_words.min(n.div_ceil(64)).max(1);
-    let chunk = 64 * words;
-    let mut reached_by = vec![0u64; n * words];
-    let mut reaches = vec![0u64; n * words];
-    let mut first = 0;
-    while first < n {
-        let last = (first + chunk).min(n);
-        let in_chunk = |x: usize| (first..last).contains(&x).then(|| x - first);
-        reached_by.iter_mut().for_each(|w| *w = 0);
-        reaches.iter_mut().for_each(|w| *w = 0);
-        for &node in order {
-            let v = node.index();
-            for &p in &predecessors[v] {
-                for w in 0..words {
-                    reached_by[v * words + w] |= reached_by[p * words + w];
-                }
-                if let Some(bit) = in_chunk(p) {
-                    reached_by[v * words + bit / 64] |= 1 << (bit % 64);
-                }
-            }
-        }
-        for &node in order.iter().rev() {
-            let v = node.index();
-            for &s in &successors[v] {
-                for w in 0..words {
-                    reaches[v * words + w] |= reaches[s * words + w];
-                }
-                if let Some(bit) = in_chunk(s) {
-                    reaches[v * words + bit / 64] |= 1 << (bit % 64);
-                }
-            }
-        }
-        // Pairs (x, y) with x in the chunk and x < y.
-        for y in first + 1..n {
-            let limit = y.min(last) - first; // sources x - first in [0, limit)
-            for w in 0..words.min(limit.div_ceil(64)) {
-                let mut free = !(reached_by[y * words + w] | reaches[y * words + w]);
-                let top = limit - 64 * w;
-                if top < 64 {
-                    free &= (1u64 << top) - 1;
-                }
-                while free != 0 {
-                    let bit = free.trailing_zeros() as usize;
-                    free &= free - 1;
-                    f(first + 64 * w + bit, y);
-                }
-            }
-        }
-        first = last;
-    }
-}
-
 /// The exclusive pairs of the blocks of `analysis` (made from `graph`) under `rules`.
 ///
 /// Each rule is evaluated where it can hold rather than on every pair of blocks: rule 1
@@ -326,7 +245,8 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
     }
     if rules.branches {
         let (successors, predecessors) = adjacency(graph);
-        for_each_unrelated_pair(&successors, &predecessors, &analysis.order, |x, y| {
+        let order: Vec<usize> = analysis.order.iter().map(|n| n.index()).collect();
+        for_each_unrelated_pair(&successors, &predecessors, &order, |x, y| {
             for &a in &blocks_of[x] {
                 for &b in &blocks_of[y] {
                     pair(Reason::Branches, a, b);
@@ -455,17 +375,137 @@ pub fn dataflow(graph: &Graph, analysis: &Analysis) -> memplan::orders::Dataflow
         producers,
         readers,
         kept,
+        may_share: Vec::new(),
     }
+}
+
+/// The every-order check at the level of tensors, independent of the blocks the analysis
+/// formed: one buffer per arena tensor of at least one byte (its own lifetime), placed
+/// where `plan` (a plan of `analysis.problem`'s blocks) puts its block, with the dataflow
+/// of the graph's operators and, per tensor, the sharings its operator allows by its
+/// type alone (a view operator's output on its input 0; an elementwise operator's output
+/// on any input of its dtype and size). [`memplan::checker::check_all_orders`] on the
+/// result accepts an in-place block only where the write is safe in every order, so it
+/// catches an analysis made for one order (see [`crate::analyse_every_order`]).
+pub fn tensor_dataflow(
+    graph: &Graph,
+    analysis: &Analysis,
+    plan: &memplan::Plan,
+) -> Result<(Problem, memplan::Plan, memplan::orders::Dataflow), AllOrdersError> {
+    let blocks = analysis.problem.len();
+    if plan.offsets.len() != blocks {
+        return Err(AllOrdersError::Dataflow(
+            memplan::orders::DataflowError::BufferCount {
+                dataflow: plan.offsets.len(),
+                problem: blocks,
+            },
+        ));
+    }
+    let (successors, _) = adjacency(graph);
+    // The tensors in buffers, in value order, and their index among them.
+    let mut index = vec![usize::MAX; graph.values().len()];
+    let mut tensors = Vec::new();
+    for (v, info) in analysis.values.iter().enumerate() {
+        if let (Some(block), Some(_)) = (info.buffer, info.lifetime) {
+            index[v] = tensors.len();
+            tensors.push((ValueId(v as u32), block));
+        }
+    }
+    let outputs = graph.outputs();
+    let mut buffers = Vec::with_capacity(tensors.len());
+    let mut offsets = Vec::with_capacity(tensors.len());
+    let mut extents = plan
+        .extents
+        .as_ref()
+        .map(|_| Vec::with_capacity(tensors.len()));
+    let mut flow = memplan::orders::Dataflow {
+        successors,
+        ..Default::default()
+    };
+    for &(v, block) in &tensors {
+        let value = graph.value(v);
+        let life = analysis.values[v.index()]
+            .lifetime
+            .expect("tensors in buffers have lifetimes");
+        buffers.push(memplan::Buffer::new(
+            value.name.clone(),
+            value.bytes,
+            life.start,
+            life.end,
+        ));
+        offsets.push(plan.offsets[block.index()]);
+        if let (Some(all), Some(out)) = (&plan.extents, &mut extents) {
+            out.push(all.get(block.index()).cloned().unwrap_or_default());
+        }
+        flow.producers
+            .push(value.producer.iter().map(|(n, _)| n.index()).collect());
+        let mut readers: Vec<usize> = value.consumers.iter().map(|(n, _)| n.index()).collect();
+        readers.sort_unstable();
+        readers.dedup();
+        flow.readers.push(readers);
+        flow.kept.push(outputs.contains(&v));
+        let mut shares = Vec::new();
+        if let Some((node, 0)) = value.producer {
+            let node = graph.node(node);
+            let op = node.op_type.as_str();
+            let standard = node.domain.is_empty() || node.domain == "ai.onnx";
+            let fits = |x: ValueId| {
+                let vx = graph.value(x);
+                index[x.index()] != usize::MAX && vx.bytes == value.bytes
+            };
+            if standard && crate::analysis::VIEW_OPS.contains(&op) {
+                if let Some(Some(x)) = node.inputs.first() {
+                    if fits(*x) {
+                        shares.push((index[x.index()], memplan::orders::Share::View));
+                    }
+                }
+            } else if standard && crate::analysis::INPLACE_OPS.contains(&op) {
+                for &x in node.inputs.iter().flatten() {
+                    if fits(x) && graph.value(x).dtype == value.dtype {
+                        shares.push((index[x.index()], memplan::orders::Share::InPlace));
+                    }
+                }
+            }
+        }
+        flow.may_share.push(shares);
+    }
+    let problem = Problem::from_buffers(buffers)?;
+    let tensor_plan = match extents {
+        Some(extents) => memplan::Plan {
+            offsets,
+            arena_bytes: None,
+            extents: Some(extents),
+        },
+        None => memplan::Plan {
+            offsets,
+            arena_bytes: None,
+            extents: None,
+        },
+    };
+    Ok((problem, tensor_plan, flow))
 }
 
 /// The problem of the `exclusive` planner's all-orders mode (`exclusive:orders=all`):
 /// like [`exclusive_problem`] (block `i` lives `[i, i + 1)`), with a conflict pair for
 /// every two blocks of which neither is provably dead before the other is produced in
-/// every topological order ([`memplan::orders::unordered_pairs`]). Any plan valid for it
-/// is valid for every execution order the edges allow; [`memplan::checker::check_all_orders`]
-/// verifies that property on a plan. Time O(m²) pair tests (m blocks) plus O(n²/64)
-/// reachability.
+/// every topological order ([`memplan::orders::unordered_pairs`]). The analysis must
+/// hold in every order too: made by [`crate::analyse_every_order`] (in-place writes only
+/// where every other use of the input reaches the writer), or without in-place writes;
+/// an analysis that writes in place for one order is refused. Any plan valid for the
+/// problem is then valid for every execution order the edges allow;
+/// [`memplan::checker::check_all_orders`] on [`tensor_dataflow`] verifies that property
+/// on a plan, tensor by tensor. Time O((n + e)·n/64 + m log m + the pairs).
 pub fn all_orders_problem(graph: &Graph, analysis: &Analysis) -> Result<Problem, AllOrdersError> {
+    if !analysis.every_order {
+        let inplace = analysis
+            .values
+            .iter()
+            .filter(|v| v.inplace_of.is_some())
+            .count();
+        if inplace > 0 {
+            return Err(AllOrdersError::OneOrderInplace { inplace });
+        }
+    }
     let flow = dataflow(graph, analysis);
     let pairs = memplan::orders::unordered_pairs(&analysis.problem, &flow)?;
     let buffers = encoded_buffers(analysis);
@@ -479,63 +519,6 @@ pub enum AllOrdersError {
     Dataflow(#[from] memplan::orders::DataflowError),
     #[error(transparent)]
     Problem(#[from] ProblemError),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Chunked reachability against a depth-first search per node, on random DAGs of up
-    /// to 300 nodes with chunks of 64 and 128 sources (several chunks, partial last ones).
-    #[test]
-    #[allow(clippy::needless_range_loop)] // x, y index several tables
-    fn unrelated_pairs_match_a_search_per_node() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |bound: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % bound as u64) as usize
-        };
-        for round in 0..12 {
-            let n = 1 + next(300);
-            let mut successors = vec![Vec::new(); n];
-            let mut predecessors = vec![Vec::new(); n];
-            for to in 1..n {
-                for _ in 0..next(3) {
-                    let from = next(to);
-                    successors[from].push(to);
-                    predecessors[to].push(from);
-                }
-            }
-            let order: Vec<NodeId> = (0..n).map(|i| NodeId(i as u32)).collect();
-            let mut reach = vec![vec![false; n]; n];
-            for (x, row) in reach.iter_mut().enumerate() {
-                let mut stack = successors[x].clone();
-                while let Some(y) = stack.pop() {
-                    if !row[y] {
-                        row[y] = true;
-                        stack.extend(&successors[y]);
-                    }
-                }
-            }
-            let mut expected = Vec::new();
-            for y in 0..n {
-                for x in 0..y {
-                    if !reach[x][y] && !reach[y][x] {
-                        expected.push((x, y));
-                    }
-                }
-            }
-            expected.sort_unstable();
-            for words in [1, 2] {
-                let mut found = Vec::new();
-                unrelated_pairs_in_chunks(&successors, &predecessors, &order, words, |x, y| {
-                    found.push((x, y))
-                });
-                found.sort_unstable();
-                assert!(found == expected, "round {round}, n {n}, {words} words");
-            }
-        }
-    }
+    #[error("the analysis writes {inplace} tensor(s) in place for one execution order only; the every-order mode needs an analysis made by analyse_every_order (or one without in-place writes)")]
+    OneOrderInplace { inplace: usize },
 }

@@ -46,11 +46,12 @@ pub mod npu;
 pub mod order;
 
 pub use analysis::{
-    analyse, analyse_with_inplace_ops, Analysis, AnalysisError, Options, Role, Stats, ValueInfo,
+    analyse, analyse_every_order, analyse_with_inplace_ops, Analysis, AnalysisError, Options, Role,
+    Stats, ValueInfo,
 };
 pub use exclusive::{
-    all_orders_problem, block_operators, dataflow, exclusive_problem, exclusivity, AllOrdersError,
-    Exclusivity, Reason, Rules,
+    all_orders_problem, block_operators, dataflow, exclusive_problem, exclusivity, tensor_dataflow,
+    AllOrdersError, Exclusivity, Reason, Rules,
 };
 pub use ir::{
     Attribute, DType, Graph, GraphError, Node, NodeId, Tensor, TensorData, Value, ValueId,
