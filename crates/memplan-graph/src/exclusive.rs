@@ -201,6 +201,27 @@ pub(crate) fn adjacency(graph: &Graph) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
 /// former O(m²) pair-by-pair test, whose answers these are (tests/exclusive.rs holds both
 /// to the same pairs on random graphs).
 pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusivity {
+    let mut found: Vec<(u32, u32, Reason)> = Vec::new();
+    for_each_exclusive_pair(graph, analysis, rules, |rule, a, b| {
+        found.push((a.min(b) as u32, a.max(b) as u32, rule))
+    });
+    found.sort_unstable();
+    found.dedup_by_key(|&mut (a, b, _)| (a, b));
+    let pairs = found
+        .into_iter()
+        .map(|(a, b, reason)| (BufferId(a), BufferId(b), reason))
+        .collect();
+    Exclusivity { pairs }
+}
+
+/// Calls `pair(rule, a, b)` for every exclusive pair of distinct blocks found by each
+/// rule (a pair may come several times, by one rule or several).
+fn for_each_exclusive_pair(
+    graph: &Graph,
+    analysis: &Analysis,
+    rules: Rules,
+    mut push: impl FnMut(Reason, usize, usize),
+) {
     let nodes = graph.nodes();
     let buffers = analysis.problem.buffers();
     let m = buffers.len();
@@ -219,11 +240,9 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
             blocks_of[p].push(block);
         }
     }
-    // Every (a, b, rule) found, a < b; sorted and reduced to the first rule per pair.
-    let mut found: Vec<(u32, u32, Reason)> = Vec::new();
     let mut pair = |rule: Reason, a: usize, b: usize| {
         if a != b {
-            found.push((a.min(b) as u32, a.max(b) as u32, rule));
+            push(rule, a, b);
         }
     };
     if rules.edges {
@@ -299,13 +318,6 @@ pub fn exclusivity(graph: &Graph, analysis: &Analysis, rules: Rules) -> Exclusiv
         }
         live.push(b);
     }
-    found.sort_unstable();
-    found.dedup_by_key(|&mut (a, b, _)| (a, b));
-    let pairs = found
-        .into_iter()
-        .map(|(a, b, reason)| (BufferId(a), BufferId(b), reason))
-        .collect();
-    Exclusivity { pairs }
 }
 
 /// The buffers of `analysis` (names, sizes, alignments) with pairwise disjoint lifetimes:
@@ -337,9 +349,15 @@ pub fn exclusive_problem(
     analysis: &Analysis,
     rules: Rules,
 ) -> Result<Problem, ProblemError> {
-    let exclusive = exclusivity(graph, analysis, rules);
-    let buffers = encoded_buffers(analysis);
-    Problem::new(buffers, exclusive.pairs.iter().map(|&(a, b, _)| (a, b)))
+    // The pairs alone (8 bytes each, no rule): a 5,000-wide fan-out has 12.5 million.
+    let mut pairs: Vec<(BufferId, BufferId)> = Vec::new();
+    for_each_exclusive_pair(graph, analysis, rules, |_, a, b| {
+        pairs.push((BufferId(a.min(b) as u32), BufferId(a.max(b) as u32)))
+    });
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs.shrink_to_fit();
+    Problem::with_conflict_vec(encoded_buffers(analysis), pairs)
 }
 
 /// The dataflow facts of `analysis` for the all-orders mode ([`memplan::orders`]): the
@@ -508,8 +526,10 @@ pub fn all_orders_problem(graph: &Graph, analysis: &Analysis) -> Result<Problem,
     }
     let flow = dataflow(graph, analysis);
     let pairs = memplan::orders::unordered_pairs(&analysis.problem, &flow)?;
-    let buffers = encoded_buffers(analysis);
-    Ok(Problem::new(buffers, pairs)?)
+    Ok(Problem::with_conflict_vec(
+        encoded_buffers(analysis),
+        pairs,
+    )?)
 }
 
 /// Why the all-orders problem could not be built.

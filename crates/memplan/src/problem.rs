@@ -291,36 +291,63 @@ impl Problem {
         Problem::with_valid_buffers(buffers, conflicts)
     }
 
+    /// [`Problem::new`] with the conflict pairs in a vector that becomes the problem's own
+    /// (normalised in place: no copy, which matters for the millions of pairs a graph
+    /// front-end may list).
+    pub fn with_conflict_vec(
+        buffers: Vec<Buffer>,
+        conflicts: Vec<(BufferId, BufferId)>,
+    ) -> Result<Problem, ProblemError> {
+        let mut problem = Problem::new(buffers, [])?;
+        problem.conflicts = conflicts;
+        problem.normalise_conflicts()?;
+        Ok(problem)
+    }
+
     /// The conflict pairs' checks, the buffers being valid and their names unique.
     fn with_valid_buffers(
         buffers: Vec<Buffer>,
         conflicts: impl IntoIterator<Item = (BufferId, BufferId)>,
     ) -> Result<Problem, ProblemError> {
-        let mut pairs = Vec::new();
-        for (a, b) in conflicts {
+        let conflicts = conflicts.into_iter();
+        let mut pairs = Vec::with_capacity(conflicts.size_hint().0);
+        pairs.extend(conflicts);
+        let mut problem = Problem {
+            buffers,
+            conflicts: pairs,
+        };
+        problem.normalise_conflicts()?;
+        Ok(problem)
+    }
+
+    /// Checks every conflict pair against the buffers, orders each pair, then sorts them
+    /// (when they are not sorted already) and drops repeats.
+    fn normalise_conflicts(&mut self) -> Result<(), ProblemError> {
+        let len = self.buffers.len();
+        for pair in &mut self.conflicts {
+            let (a, b) = *pair;
             for id in [a, b] {
-                if id.index() >= buffers.len() {
+                if id.index() >= len {
                     return Err(ProblemError::ConflictOutOfRange {
                         a: a.0,
                         b: b.0,
                         missing: id.0,
-                        len: buffers.len(),
+                        len,
                     });
                 }
             }
             if a == b {
                 return Err(ProblemError::SelfConflict {
-                    name: buffers[a.index()].name.clone(),
+                    name: self.buffers[a.index()].name.clone(),
                 });
             }
-            pairs.push((a.min(b), a.max(b)));
+            *pair = (a.min(b), a.max(b));
         }
-        pairs.sort_unstable();
-        pairs.dedup();
-        Ok(Problem {
-            buffers,
-            conflicts: pairs,
-        })
+        if self.conflicts.windows(2).any(|w| w[0] > w[1]) {
+            self.conflicts.sort_unstable();
+        }
+        self.conflicts.dedup();
+        Ok(())
     }
 
     /// A problem without conflict pairs.

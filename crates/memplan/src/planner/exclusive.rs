@@ -96,19 +96,44 @@ fn method_order(problem: &Problem) -> Vec<usize> {
     order
 }
 
-/// [`Exclusive::FRAGMENTED`]. O(n² + n·e log e) for `n` buffers and `e` extents placed.
+/// Per buffer, the buffers it must not share bytes with: its conflict partners and the
+/// buffers live together with it (a sweep over lifetimes by start; gaps decided by
+/// [`crate::Buffer::live_together`]). A pair may be listed twice.
+fn neighbours(problem: &Problem) -> Vec<Vec<u32>> {
+    let buffers = problem.buffers();
+    let n = buffers.len();
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for &(a, b) in problem.conflicts() {
+        out[a.index()].push(b.0);
+        out[b.index()].push(a.0);
+    }
+    let mut by_start: Vec<usize> = (0..n).collect();
+    by_start.sort_unstable_by_key(|&b| buffers[b].lifetime.start);
+    let mut live: Vec<usize> = Vec::new();
+    for &b in &by_start {
+        let start = buffers[b].lifetime.start;
+        live.retain(|&a| buffers[a].lifetime.end > start);
+        for &a in &live {
+            if buffers[a].live_together(&buffers[b]) {
+                out[a].push(b as u32);
+                out[b].push(a as u32);
+            }
+        }
+        live.push(b);
+    }
+    out
+}
+
+/// [`Exclusive::FRAGMENTED`]. O(n + p + Σ e log e) for `n` buffers, `p` pairs that must
+/// not share (conflicts and lifetimes live together) and the `e` extents of each
+/// buffer's placed partners: only partners are visited, so a chain or a wide fan-out
+/// stays near-linear in its pairs.
 fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
     let buffers = problem.buffers();
     let n = buffers.len();
-    let mut partners: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(a, b) in problem.conflicts() {
-        partners[a.index()].push(b.index());
-        partners[b.index()].push(a.index());
-    }
-    let must_not_share =
-        |i: usize, j: usize| partners[i].contains(&j) || buffers[i].live_together(&buffers[j]);
+    let partners = neighbours(problem);
     let mut extents: Vec<Vec<Extent>> = vec![Vec::new(); n];
-    let mut placed: Vec<usize> = Vec::with_capacity(n);
+    let mut is_placed = vec![false; n];
     let mut top = 0u64;
     // Fixed buffers first, in id order, each one piece at its offset.
     for (i, buffer) in buffers.iter().enumerate() {
@@ -124,12 +149,18 @@ fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
             continue;
         };
         let end = offset + buffer.size; // `Problem::new` guarantees it fits.
-        if let Some(&j) = placed.iter().find(|&&j| {
-            must_not_share(i, j)
-                && extents[j]
-                    .iter()
-                    .any(|e| e.offset < end && offset < e.offset + e.len)
-        }) {
+                                        // The first placed partner in id order that overlaps, as before.
+        if let Some(j) = partners[i]
+            .iter()
+            .map(|&j| j as usize)
+            .filter(|&j| {
+                is_placed[j]
+                    && extents[j]
+                        .iter()
+                        .any(|e| e.offset < end && offset < e.offset + e.len)
+            })
+            .min()
+        {
             return Err(PlanError::FixedOffsetsClash {
                 a: buffers[j].name.clone(),
                 b: buffer.name.clone(),
@@ -139,7 +170,7 @@ fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
             offset,
             len: buffer.size,
         });
-        placed.push(i);
+        is_placed[i] = true;
         top = top.max(end);
     }
     let mut blocked: Vec<(u64, u64)> = Vec::new();
@@ -148,9 +179,13 @@ fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
             continue;
         }
         blocked.clear();
-        for &j in &placed {
-            if must_not_share(i, j) {
-                blocked.extend(extents[j].iter().map(|e| (e.offset, e.offset + e.len)));
+        for &j in &partners[i] {
+            if is_placed[j as usize] {
+                blocked.extend(
+                    extents[j as usize]
+                        .iter()
+                        .map(|e| (e.offset, e.offset + e.len)),
+                );
             }
         }
         blocked.sort_unstable();
@@ -159,7 +194,7 @@ fn plan_fragmented(problem: &Problem) -> Result<Plan, PlanError> {
         for e in &extents[i] {
             top = top.max(e.offset + e.len);
         }
-        placed.push(i);
+        is_placed[i] = true;
     }
     Plan::fragmented(problem, extents).ok_or(PlanError::ArenaOverflow)
 }
