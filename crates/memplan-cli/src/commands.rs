@@ -734,6 +734,7 @@ fn plan_table(
                     b.size.to_string(),
                     b.lifetime.to_string(),
                     placement(&outcome.plan, id, b.size),
+                    top(&outcome.plan, id, b.size),
                 ];
                 if let Some(base) = base {
                     // `memplan plan` checked that base + arena fits in 64 bits.
@@ -742,7 +743,7 @@ fn plan_table(
                 row
             })
             .collect();
-        let mut header = vec!["buffer", "size", "lifetime", "offset"];
+        let mut header = vec!["buffer", "size", "lifetime", "offset", "top"];
         if base.is_some() {
             header.push("address");
         }
@@ -767,6 +768,16 @@ fn placement(plan: &Plan, id: memplan::BufferId, size: u64) -> String {
         .map(|e| format!("[{}, {})", e.offset, e.offset.saturating_add(e.len)))
         .collect();
     format!("{} ({})", plan.offset(id), ranges.join(" + "))
+}
+
+/// A buffer's top, `offset + size` (exclusive); `-` for a buffer in several pieces, whose
+/// pieces' ends [`placement`] shows.
+fn top(plan: &Plan, id: memplan::BufferId, size: u64) -> String {
+    if plan.extents_of(id, size).len() > 1 {
+        return "-".into();
+    }
+    // The plan was checked: its ends fit in 64 bits.
+    plan.offset(id).saturating_add(size).to_string()
 }
 
 /// Key-value rows describing how a graph became the problem, for the table outputs.
