@@ -2092,6 +2092,12 @@ fn c_headers_compile() {
         ),
         ("examples/small_cnn.json", "exclusive", None),
         ("examples/memops.csv", "strip", Some("4096")),
+        // A fragmented plan: piece counts and brace-enclosed piece lists too.
+        (
+            "crates/memplan-cli/tests/data/fragmented.json",
+            "exclusive:fragmented",
+            Some("0x1000"),
+        ),
     ];
     let zoo = root().join("../shared/models/mobilenet_v2.onnx");
     let zoo_text = zoo.display().to_string();
@@ -2115,19 +2121,31 @@ fn c_headers_compile() {
         let out = memplan(&args);
         assert!(out.status.success(), "{file}: {}", stderr(&out));
         let text = std::fs::read_to_string(&header).unwrap();
-        let uses: Vec<String> = text
+        let names: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("#define "))
             .filter_map(|l| l.split_whitespace().next())
             .filter(|name| !name.ends_with("_H"))
+            .collect();
+        // Piece lists are initializers: each fills an array, whose first element is used.
+        let (lists, scalars): (Vec<&str>, Vec<&str>) = names
+            .into_iter()
+            .partition(|name| name.starts_with("MEMPLAN_PIECE_"));
+        let mut uses: Vec<String> = scalars
+            .iter()
             .map(|name| format!("(unsigned long long)({name})"))
             .collect();
+        let mut arrays = String::new();
+        for (j, name) in lists.iter().enumerate() {
+            arrays.push_str(&format!("static const uint64_t list{j}[] = {name};\n"));
+            uses.push(format!("(unsigned long long)list{j}[0]"));
+        }
         assert!(uses.len() >= 4, "{text}");
         let unit = dir.path().join(format!("use{k}.c"));
         std::fs::write(
             &unit,
             format!(
-                "#include \"plan{k}.h\"\n#include \"plan{k}.h\"\nunsigned long long sum{k}(void);\nunsigned long long sum{k}(void) {{ return {}; }}\n",
+                "#include \"plan{k}.h\"\n#include \"plan{k}.h\"\n{arrays}unsigned long long sum{k}(void);\nunsigned long long sum{k}(void) {{ return {}; }}\n",
                 uses.join(" + ")
             ),
         )
