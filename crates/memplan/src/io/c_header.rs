@@ -264,6 +264,75 @@ mod tests {
     }
 
     #[test]
+    fn fragmented_headers_list_every_tensors_pieces() {
+        use crate::plan::tensors::{addresses, TensorSlot};
+        use crate::plan::{Extent, Plan};
+        use crate::problem::Buffer;
+        let e = |offset, len| Extent { offset, len };
+        let problem =
+            Problem::from_buffers(vec![Buffer::new("a", 8, 0, 2), Buffer::new("z", 0, 0, 1)])
+                .unwrap();
+        let plan =
+            Plan::fragmented(&problem, vec![vec![e(4, 2), e(10, 6)], vec![e(0, 0)]]).unwrap();
+        let mut slots = TensorSlot::one_per_buffer(&problem);
+        slots.push(TensorSlot {
+            name: "a.tail".into(),
+            block: BufferId(0),
+            offset_in_block: 3,
+            size: 5,
+        });
+        let tensors = addresses(&problem, &plan, &slots, 0x100).unwrap();
+        let info = HeaderInfo {
+            title: "t",
+            guard: "g",
+            arena_bytes: 16,
+            alignment: 1,
+            base: Some(0x100),
+            fragmented: true,
+        };
+        let text = write_c_header(&problem, &tensors, &info);
+        let expected = "#define MEMPLAN_TENSOR_COUNT 3
+#define MEMPLAN_FRAGMENTED 1
+#define MEMPLAN_MAX_PIECES 2
+
+/* \"a\" in block \"a\", 8 bytes in 2 pieces */
+#define MEMPLAN_SIZE_a UINT64_C(8)
+#define MEMPLAN_PIECES_a 2
+#define MEMPLAN_PIECE_OFFSETS_a { UINT64_C(4), UINT64_C(10) }
+#define MEMPLAN_PIECE_LENGTHS_a { UINT64_C(2), UINT64_C(6) }
+#define MEMPLAN_PIECE_ADDRESSES_a { UINT64_C(0x104), UINT64_C(0x10a) }
+
+/* \"z\" in block \"z\", 0 bytes */
+#define MEMPLAN_OFFSET_z UINT64_C(0)
+#define MEMPLAN_SIZE_z UINT64_C(0)
+#define MEMPLAN_TOP_z UINT64_C(0)
+#define MEMPLAN_ADDRESS_z UINT64_C(0x100)
+#define MEMPLAN_PIECES_z 1
+#define MEMPLAN_PIECE_OFFSETS_z { UINT64_C(0) }
+#define MEMPLAN_PIECE_LENGTHS_z { UINT64_C(0) }
+#define MEMPLAN_PIECE_ADDRESSES_z { UINT64_C(0x100) }
+
+/* \"a.tail\" in block \"a\", 5 bytes */
+#define MEMPLAN_OFFSET_a_tail UINT64_C(11)
+#define MEMPLAN_SIZE_a_tail UINT64_C(5)
+#define MEMPLAN_TOP_a_tail UINT64_C(16)
+#define MEMPLAN_ADDRESS_a_tail UINT64_C(0x10b)
+#define MEMPLAN_PIECES_a_tail 1
+#define MEMPLAN_PIECE_OFFSETS_a_tail { UINT64_C(11) }
+#define MEMPLAN_PIECE_LENGTHS_a_tail { UINT64_C(5) }
+#define MEMPLAN_PIECE_ADDRESSES_a_tail { UINT64_C(0x10b) }
+";
+        assert!(text.contains(expected), "{text}");
+        // Without the flag (a contiguous plan's header): no piece macros.
+        let info = HeaderInfo {
+            fragmented: false,
+            ..info
+        };
+        let text = write_c_header(&problem, &tensors[1..], &info);
+        assert!(!text.contains("PIECE") && text.contains("#define MEMPLAN_TOP_z UINT64_C(0)"));
+    }
+
+    #[test]
     fn comments_cannot_be_closed_or_spliced() {
         let text = comment_text("x*/y/*z\"q\\??/\n\u{e9}");
         assert!(!text.contains("*/") && !text.contains("/*") && !text.contains('\n'));
