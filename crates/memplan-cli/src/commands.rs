@@ -436,7 +436,7 @@ pub fn plan(
             json::write_plan_json(&problem, &outcome.plan, &summary, Some(&tensor_addresses))
         }
         Format::Csv if outcome.plan.is_fragmented() => bail!(
-            "a solution CSV has one offset per buffer and cannot carry the extents of a fragmented plan; use --format json"
+            "a solution CSV has one offset per buffer and cannot carry the pieces of a fragmented plan (some blocks lie in several pieces); use --format json (every buffer's and tensor's pieces, read back by `memplan check`) or --format c (every tensor's pieces, for a device build)"
         ),
         Format::Csv if extras.base.is_some() => bail!(
             "a solution CSV holds offsets from the arena's start, which `memplan check` reads back; for addresses use --format json or --format c with --base"
@@ -444,9 +444,6 @@ pub fn plan(
         Format::Csv => solution_csv
             .take()
             .unwrap_or_else(|| csv::write_solution(&problem, &outcome.plan)),
-        Format::C if outcome.plan.is_fragmented() => bail!(
-            "a C header gives one offset per tensor and cannot carry the pieces of a fragmented plan; use --format json"
-        ),
         Format::C => {
             let title = format!("{}, planner {}", file.display(), planner.name());
             let guard = file
@@ -461,6 +458,7 @@ pub fn plan(
                     arena_bytes: arena,
                     alignment: problem_alignment(&problem, alignment),
                     base: extras.base,
+                    fragmented: outcome.plan.extents.is_some(),
                 },
             )
         }
@@ -736,6 +734,7 @@ fn plan_table(
                     b.size.to_string(),
                     b.lifetime.to_string(),
                     placement(&outcome.plan, id, b.size),
+                    top(&outcome.plan, id, b.size),
                 ];
                 if let Some(base) = base {
                     // `memplan plan` checked that base + arena fits in 64 bits.
@@ -744,7 +743,7 @@ fn plan_table(
                 row
             })
             .collect();
-        let mut header = vec!["buffer", "size", "lifetime", "offset"];
+        let mut header = vec!["buffer", "size", "lifetime", "offset", "top"];
         if base.is_some() {
             header.push("address");
         }
@@ -769,6 +768,16 @@ fn placement(plan: &Plan, id: memplan::BufferId, size: u64) -> String {
         .map(|e| format!("[{}, {})", e.offset, e.offset.saturating_add(e.len)))
         .collect();
     format!("{} ({})", plan.offset(id), ranges.join(" + "))
+}
+
+/// A buffer's top, `offset + size` (exclusive); `-` for a buffer in several pieces, whose
+/// pieces' ends [`placement`] shows.
+fn top(plan: &Plan, id: memplan::BufferId, size: u64) -> String {
+    if plan.extents_of(id, size).len() > 1 {
+        return "-".into();
+    }
+    // The plan was checked: its ends fit in 64 bits.
+    plan.offset(id).saturating_add(size).to_string()
 }
 
 /// Key-value rows describing how a graph became the problem, for the table outputs.

@@ -1388,6 +1388,9 @@ fn check_rejects_an_exclusive_plan_that_shares_an_exclusive_pair() {
     let at = |id: &str| buffers.iter().position(|b| b["id"] == id).unwrap();
     let (op4, op7) = (at("op4"), at("op7"));
     buffers[op7]["offset"] = buffers[op4]["offset"].clone();
+    // Its top (offset + size) moves with it, or the reader stops at the wrong top.
+    let top = buffers[op7]["offset"].as_u64().unwrap() + buffers[op7]["size"].as_u64().unwrap();
+    buffers[op7]["top"] = top.into();
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
     let out = memplan(&[
@@ -1447,6 +1450,12 @@ fn a_fragmented_exclusive_plan_round_trips_through_check() {
     let target = buffers[op4]["offset"].clone();
     buffers[op7]["offset"] = target.clone();
     buffers[op7]["extents"][0]["offset"] = target;
+    // Files without tops are read too (and a moved extent's top would be wrong).
+    buffers[op7].as_object_mut().unwrap().remove("top");
+    buffers[op7]["extents"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("top");
     let broken = dir.path().join("broken.json");
     std::fs::write(&broken, serde_json::to_string_pretty(&value).unwrap()).unwrap();
     let out = memplan(&[
@@ -1640,6 +1649,7 @@ fn npu_plans_the_weights_of_accelerated_operators_when_the_platform_says_so() {
         .position(|b| b["id"] == "fc.w")
         .expect("fc.w is a block of the plan");
     buffers[fc_block]["offset"] = logits["offset"].clone();
+    buffers[fc_block].as_object_mut().unwrap().remove("top");
     assert_ne!(fc["offset"], logits["offset"]);
     let broken_path = dir.path().join("broken.json");
     std::fs::write(&broken_path, serde_json::to_string(&broken).unwrap()).unwrap();
@@ -1749,6 +1759,8 @@ fn check_rebuilds_the_problem_of_an_npu_plans_platform() {
         .max()
         .unwrap();
     buffers[0]["offset"] = serde_json::json!(top + 64);
+    // A moved block's `top` would no longer be offset + size: leave it out (optional).
+    buffers[0].as_object_mut().unwrap().remove("top");
     let arena = top + 64 + buffers[0]["size"].as_u64().unwrap();
     broken["arena_bytes"] = serde_json::json!(arena);
     let broken_path = dir.path().join("broken.json");
@@ -2080,6 +2092,12 @@ fn c_headers_compile() {
         ),
         ("examples/small_cnn.json", "exclusive", None),
         ("examples/memops.csv", "strip", Some("4096")),
+        // A fragmented plan: piece counts and brace-enclosed piece lists too.
+        (
+            "crates/memplan-cli/tests/data/fragmented.json",
+            "exclusive:fragmented",
+            Some("0x1000"),
+        ),
     ];
     let zoo = root().join("../shared/models/mobilenet_v2.onnx");
     let zoo_text = zoo.display().to_string();
@@ -2103,19 +2121,31 @@ fn c_headers_compile() {
         let out = memplan(&args);
         assert!(out.status.success(), "{file}: {}", stderr(&out));
         let text = std::fs::read_to_string(&header).unwrap();
-        let uses: Vec<String> = text
+        let names: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("#define "))
             .filter_map(|l| l.split_whitespace().next())
             .filter(|name| !name.ends_with("_H"))
+            .collect();
+        // Piece lists are initializers: each fills an array, whose first element is used.
+        let (lists, scalars): (Vec<&str>, Vec<&str>) = names
+            .into_iter()
+            .partition(|name| name.starts_with("MEMPLAN_PIECE_"));
+        let mut uses: Vec<String> = scalars
+            .iter()
             .map(|name| format!("(unsigned long long)({name})"))
             .collect();
+        let mut arrays = String::new();
+        for (j, name) in lists.iter().enumerate() {
+            arrays.push_str(&format!("static const uint64_t list{j}[] = {name};\n"));
+            uses.push(format!("(unsigned long long)list{j}[0]"));
+        }
         assert!(uses.len() >= 4, "{text}");
         let unit = dir.path().join(format!("use{k}.c"));
         std::fs::write(
             &unit,
             format!(
-                "#include \"plan{k}.h\"\n#include \"plan{k}.h\"\nunsigned long long sum{k}(void);\nunsigned long long sum{k}(void) {{ return {}; }}\n",
+                "#include \"plan{k}.h\"\n#include \"plan{k}.h\"\n{arrays}unsigned long long sum{k}(void);\nunsigned long long sum{k}(void) {{ return {}; }}\n",
                 uses.join(" + ")
             ),
         )

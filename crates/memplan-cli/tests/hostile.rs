@@ -154,7 +154,10 @@ fn plans_are_held_to_the_alignment_they_record() {
         let text = std::fs::read_to_string(plan).unwrap();
         let moved = match format {
             "csv" => text.replace(",64,128", ",64,100"),
-            _ => text.replace("\"offset\": 128", "\"offset\": 100"),
+            // A `top`, when given, must move with its offset (offset + size).
+            _ => text
+                .replace("\"offset\": 128", "\"offset\": 100")
+                .replace("\"top\": 178", "\"top\": 150"),
         };
         assert_ne!(
             moved, text,

@@ -42,7 +42,7 @@ fn writes_the_documented_shape() {
     assert_eq!(value["alignment"], 1);
     assert_eq!(
         value["buffers"][1],
-        json!({"id": "b2", "size": 4, "start": 3, "end": 9, "offset": 4})
+        json!({"id": "b2", "size": 4, "start": 3, "end": 9, "offset": 4, "top": 8})
     );
     assert_eq!(value["elapsed_ms"], 1.5);
     assert_eq!(value["violations"], json!([]));
@@ -64,6 +64,7 @@ fn tensors_are_written_in_name_order_among_the_extra_keys() {
         offset: 4,
         address: 0x1004,
         size: 4,
+        pieces: None,
     }];
     let mut summary = summary();
     // Replaced by the addresses given.
@@ -84,7 +85,7 @@ fn tensors_are_written_in_name_order_among_the_extra_keys() {
     let value: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         value["tensors"],
-        json!([{"address": 0x1004, "block": "b2", "name": "t", "offset": 4, "size": 4}])
+        json!([{"address": 0x1004, "block": "b2", "name": "t", "offset": 4, "size": 4, "top": 8}])
     );
     // Without addresses, an extra `tensors` key is written as it is.
     let text = write_plan_json(&problem, &plan(), &summary, None);
@@ -105,10 +106,17 @@ fn fixed_keys_come_first_in_order_then_extra() {
         [FIXED_KEYS.as_slice(), &["elapsed_ms", "violations"]].concat(),
         "{text}"
     );
-    let buffer_keys: Vec<usize> = ["\"id\"", "\"size\"", "\"start\"", "\"end\"", "\"offset\""]
-        .iter()
-        .map(|k| text.find(k).unwrap())
-        .collect();
+    let buffer_keys: Vec<usize> = [
+        "\"id\"",
+        "\"size\"",
+        "\"start\"",
+        "\"end\"",
+        "\"offset\"",
+        "\"top\"",
+    ]
+    .iter()
+    .map(|k| text.find(k).unwrap())
+    .collect();
     assert!(buffer_keys.windows(2).all(|w| w[0] < w[1]), "{text}");
     // An extra key named like a fixed key does not shadow it.
     assert_eq!(text.matches("\"arena_bytes\"").count(), 1);
@@ -303,9 +311,12 @@ fn fragmented_plans_write_and_read_back_their_extents() {
     assert_eq!(value["arena_bytes"], 14);
     assert_eq!(
         value["buffers"][2]["extents"],
-        json!([{"offset": 4, "len": 2}, {"offset": 12, "len": 2}])
+        json!([{"offset": 4, "len": 2, "top": 6}, {"offset": 12, "len": 2, "top": 14}])
     );
     assert_eq!(value["buffers"][2]["offset"], 4);
+    // A buffer in several pieces has no single top; one in one piece has.
+    assert_eq!(value["buffers"][2].get("top"), None);
+    assert_eq!(value["buffers"][0]["top"], 12);
     assert_eq!(read_plan_json(&text, "p.json", &problem()).unwrap(), plan);
     // Contiguous plans write no extents and read back as contiguous.
     let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
@@ -336,4 +347,111 @@ fn a_fragmented_plan_lists_extents_for_every_buffer() {
     value["buffers"][1]["extents"] = json!([{"offset": 4}]);
     let err = read_plan_json(&value.to_string(), "p.json", &problem()).unwrap_err();
     assert!(err.to_string().contains("len"), "{err}");
+}
+
+/// A fragmented plan's tensors: one split over b3's two extents, one inside one extent.
+#[test]
+fn fragmented_tensors_list_every_piece_and_the_plan_reads_back() {
+    use memplan::plan::tensors::{addresses, TensorSlot};
+    let e = |offset, len| memplan::Extent { offset, len };
+    let problem = problem();
+    let plan = Plan::fragmented(
+        &problem,
+        vec![vec![e(8, 4)], vec![e(0, 4)], vec![e(4, 2), e(12, 2)]],
+    )
+    .unwrap();
+    assert!(memplan::checker::check(&problem, &plan).is_valid());
+    let mut slots = TensorSlot::one_per_buffer(&problem);
+    slots.push(TensorSlot {
+        name: "b3_tail".into(),
+        block: BufferId(2),
+        offset_in_block: 2,
+        size: 2,
+    });
+    let tensors = addresses(&problem, &plan, &slots, 0x100).unwrap();
+    let text = write_plan_json(&problem, &plan, &summary(), Some(&tensors));
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        value["tensors"][2],
+        json!({
+            "address": 0x104, "block": "b3", "name": "b3", "offset": 4, "size": 4,
+            "pieces": [
+                {"address": 0x104, "len": 2, "offset": 4, "top": 6},
+                {"address": 0x10c, "len": 2, "offset": 12, "top": 14}
+            ]
+        })
+    );
+    assert_eq!(
+        value["tensors"][3],
+        json!({"address": 0x10c, "block": "b3", "name": "b3_tail", "offset": 12, "size": 2, "top": 14})
+    );
+    assert_eq!(
+        value["tensors"][0],
+        json!({"address": 0x108, "block": "b1", "name": "b1", "offset": 8, "size": 4, "top": 12})
+    );
+    // The pieces' keys come in name order, like every other key of a tensor.
+    let pieces = text.find("\"pieces\"").unwrap();
+    assert!(text[..pieces].rfind("\"offset\"") > text[..pieces].rfind("\"name\""));
+    let back = read_plan_json(&text, "p.json", &problem).unwrap();
+    assert_eq!(back, plan);
+    assert!(memplan::checker::check(&problem, &back).is_valid());
+}
+
+#[test]
+fn tops_are_optional_and_checked_when_given() {
+    let problem = problem();
+    // Without `top` (files written before it existed), contiguous and fragmented.
+    let text = write_plan_json(&problem, &plan(), &summary(), None);
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    for buffer in value["buffers"].as_array_mut().unwrap() {
+        assert!(buffer.as_object_mut().unwrap().remove("top").is_some());
+    }
+    assert_eq!(
+        read_plan_json(&value.to_string(), "p", &problem).unwrap(),
+        plan()
+    );
+    let text = write_plan_json(&problem, &fragmented_plan(), &summary(), None);
+    let mut old: Value = serde_json::from_str(&text).unwrap();
+    for buffer in old["buffers"].as_array_mut().unwrap() {
+        buffer.as_object_mut().unwrap().remove("top");
+        for extent in buffer["extents"].as_array_mut().unwrap() {
+            assert!(extent.as_object_mut().unwrap().remove("top").is_some());
+        }
+    }
+    assert_eq!(
+        read_plan_json(&old.to_string(), "p", &problem).unwrap(),
+        fragmented_plan()
+    );
+    // A wrong top names the buffer and says what it should be.
+    value["buffers"][1]["top"] = json!(9);
+    let err = read_plan_json(&value.to_string(), "plan.json", &problem).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plan.json: buffers[1]: buffer 'b2' has \"top\" 9 but offset 4 + size 4 = 8; \
+         \"top\" is the end of its bytes (exclusive), offset + size"
+    );
+    value["buffers"][1]["top"] = json!(8);
+    value["buffers"][1]["offset"] = json!(u64::MAX);
+    let err = read_plan_json(&value.to_string(), "plan.json", &problem).unwrap_err();
+    assert!(
+        err.message.contains("'b2'") && err.message.contains("2^64"),
+        "{err}"
+    );
+    // An extent's top; a single top for a buffer in several extents.
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["buffers"][2]["extents"][1]["top"] = json!(7);
+    let err = read_plan_json(&value.to_string(), "plan.json", &problem).unwrap_err();
+    assert!(
+        err.message
+            .contains("buffer 'b3', extents[1]: \"top\" 7 is not offset 8 + len 0"),
+        "{err}"
+    );
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["buffers"][2]["top"] = json!(8);
+    let err = read_plan_json(&value.to_string(), "plan.json", &problem).unwrap_err();
+    assert!(
+        err.message
+            .contains("buffer 'b3' lies in 2 extents and has no single \"top\""),
+        "{err}"
+    );
 }

@@ -7,7 +7,7 @@
 //!   "lower_bound_bytes": 12,
 //!   "alignment": 1,
 //!   "buffers": [
-//!     { "id": "b1", "size": 4, "start": 0, "end": 3, "offset": 8 }
+//!     { "id": "b1", "size": 4, "start": 0, "end": 3, "offset": 8, "top": 12 }
 //!   ],
 //!   "elapsed_ms": 0.2
 //! }
@@ -19,15 +19,22 @@
 //! - `lower_bound_bytes`: a lower bound on any valid arena (max-live);
 //! - `alignment`: the alignment the problem was planned with;
 //! - `buffers`: one object per buffer, in problem order: `id` (name), `size`, `start` and
-//!   `end` (the half-open lifetime `[start, end)`), `offset`; in a fragmented plan (one
-//!   with [`Plan::extents`]) also `extents`, the buffer's pieces in order as
-//!   `{ "offset": 0, "len": 4 }` objects (`offset` is then the first piece's).
+//!   `end` (the half-open *lifetime* `[start, end)`, in steps), `offset` and `top` (the
+//!   half-open *address range* `[offset, top)`, bytes from the arena's start:
+//!   `top = offset + size`); in a fragmented plan (one with [`Plan::extents`]) also
+//!   `extents`, the buffer's pieces in order as `{ "offset": 0, "len": 4, "top": 4 }`
+//!   objects (`offset` is then the first piece's; a buffer in two or more pieces has no
+//!   single `top`, only its pieces do).
 //!
 //! Further top-level keys ([`PlanSummary::extra`]) follow them, in the order of their names;
 //! among them `tensors` when the writer is given tensor addresses: one object per tensor,
-//! `address`, `block` (the buffer holding it), `name`, `offset` (from the arena's start)
-//! and `size`. Readers ignore keys they do not know, at the top level and inside buffers,
-//! so fields can be added.
+//! `address`, `block` (the buffer holding it), `name`, `offset` (from the arena's start),
+//! `size` and `top` (`offset + size`); a tensor whose bytes lie in two or more pieces of a
+//! fragmented plan has `pieces` instead of `top`, each `{ "address", "len", "offset",
+//! "top" }`, in the order its bytes fill them (`offset` and `address` are the first
+//! piece's). Readers ignore keys they do not know, at the top level and inside buffers,
+//! so fields can be added; a `top` (of a buffer or an extent) is optional, and when given
+//! must be `offset + size` (`offset + len`).
 //!
 //! The writer serializes buffers and tensors straight from the problem and the plan,
 //! without an intermediate JSON tree: at 10^6 buffers a tree of the tensors alone took
@@ -116,29 +123,35 @@ struct Buffers<'a> {
 impl Serialize for Buffers<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let plan = self.plan;
-        serializer.collect_seq(
-            self.problem
-                .buffers()
-                .iter()
-                .enumerate()
-                .map(|(i, b)| BufferOut {
-                    id: &b.name,
-                    size: b.size,
-                    start: b.lifetime.start,
-                    end: b.lifetime.end,
-                    offset: plan.offsets.get(i).copied(),
-                    extents: plan.extents.as_ref().map(|lists| {
-                        lists.get(i).map_or_else(Vec::new, |l| {
-                            l.iter()
-                                .map(|e| ExtentJson {
-                                    offset: e.offset,
-                                    len: e.len,
-                                })
-                                .collect()
-                        })
-                    }),
+        serializer.collect_seq(self.problem.buffers().iter().enumerate().map(|(i, b)| {
+            let offset = plan.offsets.get(i).copied();
+            let list = plan.extents.as_ref().map(|lists| lists.get(i));
+            // A buffer in several pieces has no single top; an overflowing end
+            // (an invalid plan, for the checker to report) is not written.
+            let top = match list {
+                Some(Some(l)) if l.len() > 1 => None,
+                _ => offset.and_then(|o| o.checked_add(b.size)),
+            };
+            BufferOut {
+                id: &b.name,
+                size: b.size,
+                start: b.lifetime.start,
+                end: b.lifetime.end,
+                offset,
+                top,
+                extents: list.map(|l| {
+                    l.map_or_else(Vec::new, |l| {
+                        l.iter()
+                            .map(|e| ExtentJson {
+                                offset: e.offset,
+                                len: e.len,
+                                top: e.end(),
+                            })
+                            .collect()
+                    })
                 }),
-        )
+            }
+        }))
     }
 }
 
@@ -150,6 +163,8 @@ struct BufferOut<'a> {
     end: u64,
     offset: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    top: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     extents: Option<Vec<ExtentJson>>,
 }
 
@@ -160,7 +175,20 @@ struct TensorOut<'a> {
     block: &'a str,
     name: &'a str,
     offset: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pieces: Option<Vec<PieceOut>>,
     size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top: Option<u64>,
+}
+
+/// One piece of a tensor split over a fragmented block (keys in name order).
+#[derive(Serialize)]
+struct PieceOut {
+    address: u64,
+    len: u64,
+    offset: u64,
+    top: u64,
 }
 
 /// The `tensors` array, serialized from the addresses as it is written.
@@ -171,25 +199,44 @@ struct Tensors<'a> {
 
 impl Serialize for Tensors<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.tensors.iter().map(|t| TensorOut {
-            address: t.address,
-            block: &self.problem.buffer(t.block).name,
-            name: &t.name,
-            offset: t.offset,
-            size: t.size,
+        serializer.collect_seq(self.tensors.iter().map(|t| {
+            let base = t.base();
+            TensorOut {
+                address: t.address,
+                block: &self.problem.buffer(t.block).name,
+                name: &t.name,
+                offset: t.offset,
+                // `tensors::addresses` checked every piece's end and address.
+                pieces: t.pieces.as_ref().map(|pieces| {
+                    pieces
+                        .iter()
+                        .map(|p| PieceOut {
+                            address: base.wrapping_add(p.offset),
+                            len: p.len,
+                            offset: p.offset,
+                            top: p.offset.wrapping_add(p.len),
+                        })
+                        .collect()
+                }),
+                size: t.size,
+                top: t.top(),
+            }
         }))
     }
 }
 
-/// One extent in a plan JSON: `{ "offset": 0, "len": 4 }`.
+/// One extent in a plan JSON: `{ "offset": 0, "len": 4, "top": 4 }` (`top` optional when
+/// read, not written when `offset + len` overflows).
 #[derive(Serialize, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "an extent object with \"offset\" and \"len\""
+    expecting = "an extent object with \"offset\" and \"len\" (and \"top\")"
 )]
 struct ExtentJson {
     offset: u64,
     len: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    top: Option<u64>,
 }
 
 /// The extra keys minus those that would repeat a fixed key, with `tensors` (when given)
@@ -269,6 +316,8 @@ struct BufferIn {
     end: u64,
     offset: u64,
     #[serde(default)]
+    top: Option<u64>,
+    #[serde(default)]
     extents: Option<Vec<ExtentJson>>,
 }
 
@@ -326,7 +375,9 @@ pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonEr
 /// Buffers are matched by `id`: every buffer of the problem must appear exactly once, with
 /// the problem's `size`, `start` and `end`. A buffer with `extents` makes the plan
 /// fragmented, and then every buffer must have them (a plan without buffers reads as
-/// contiguous). The plan claims the file's `arena_bytes`
+/// contiguous). A `top` (of a buffer or an extent) may be absent (files written before it
+/// existed); when present it must equal `offset + size` (`offset + len`), and a buffer in
+/// two or more extents has none. The plan claims the file's `arena_bytes`
 /// (`None` when it is absent or `null`); whether the plan is valid is for
 /// [`crate::checker`] to say. Unknown keys are ignored.
 pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Plan, JsonError> {
@@ -382,6 +433,7 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
             }
         }
         offsets[i] = Some(entry.offset);
+        check_tops(entry, position).map_err(error)?;
         match &entry.extents {
             Some(list) => {
                 extents[i] = list
@@ -421,4 +473,49 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
         arena_bytes: parsed.arena_bytes,
         extents: fragmented.then_some(extents),
     })
+}
+
+/// That a buffer's `top`, and its extents' `top`s, are the ends of their bytes, when given.
+fn check_tops(entry: &BufferIn, position: usize) -> Result<(), String> {
+    let id = &entry.id;
+    let pieces = entry.extents.as_ref().map_or(1, Vec::len);
+    if let Some(top) = entry.top {
+        if pieces > 1 {
+            return Err(format!(
+                "buffers[{position}]: buffer '{id}' lies in {pieces} extents and has no single \
+                 \"top\", but the file gives {top}; give each extent its own \"top\" \
+                 (offset + len) or leave it out"
+            ));
+        }
+        match entry.offset.checked_add(entry.size) {
+            Some(end) if end == top => {}
+            Some(end) => {
+                return Err(format!(
+                    "buffers[{position}]: buffer '{id}' has \"top\" {top} but offset {} + \
+                     size {} = {end}; \"top\" is the end of its bytes (exclusive), offset + \
+                     size",
+                    entry.offset, entry.size
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "buffers[{position}]: buffer '{id}' has \"top\" {top} but offset {} + \
+                     size {} exceeds 2^64",
+                    entry.offset, entry.size
+                ))
+            }
+        }
+    }
+    for (k, extent) in entry.extents.iter().flatten().enumerate() {
+        let Some(top) = extent.top else { continue };
+        if extent.offset.checked_add(extent.len) != Some(top) {
+            return Err(format!(
+                "buffers[{position}]: buffer '{id}', extents[{k}]: \"top\" {top} is not \
+                 offset {} + len {}; \"top\" is the end of the extent (exclusive), offset \
+                 + len",
+                extent.offset, extent.len
+            ));
+        }
+    }
+    Ok(())
 }
