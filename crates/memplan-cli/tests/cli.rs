@@ -2295,6 +2295,7 @@ fn every_order_mode_never_writes_in_place_over_a_branch_still_pending() {
     for b in value["buffers"].as_array_mut().unwrap() {
         if b["id"] == "c" {
             b["offset"] = serde_json::json!(a);
+            b["top"] = serde_json::json!(a + 64);
         }
     }
     let moved = dir.path().join("moved.json");
