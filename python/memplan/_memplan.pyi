@@ -50,6 +50,8 @@ class PlanResult:
     offsets: List[int]
     arena: int
     lower_bound: int
+    max_live: int
+    alignment: int
     planner: str
     chosen: Optional[str]
     proven_optimal: Optional[bool]

@@ -35,6 +35,7 @@ def test_plan_check_and_bound():
     result = memplan.plan(problem)
     assert result.planner == "best-of" and result.chosen
     assert (result.arena, result.lower_bound, result.ratio) == (1536, 1536, 1.0)
+    assert (result.max_live, result.alignment) == (1536, 1)
     assert memplan.check(problem, result) == []
     assert result.as_dict()["b"] == result.offset_of("b")
     with pytest.raises(memplan.InputError, match='no buffer named "z"'):
@@ -225,3 +226,31 @@ def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
     assert stop == "interrupted"
     assert float(seconds) < 60
     assert violations == "0"
+
+
+def test_a_plan_records_its_alignment_and_its_problem():
+    problem = memplan.Problem.from_lists([3, 5, 7], [0, 1, 2], [2, 3, 4])
+    result = memplan.plan(problem, alignment=64)
+    assert result.alignment == 64
+    assert json.loads(result.to_json(problem))["alignment"] == 64
+    assert memplan.check(problem, result) == []
+    # The JSON read back is held to 64 bytes: a buffer moved to a 16-aligned offset fails.
+    data = json.loads(result.to_json(problem))
+    moved = next(b for b in data["buffers"] if b["offset"] > 0)
+    moved["offset"] -= 48
+    moved.pop("top", None)
+    back = memplan.read_plan(json.dumps(data), problem)
+    assert back.alignment == 64
+    assert any(v.kind == "misaligned" for v in memplan.check(problem, back))
+    # A plan of another problem of the same length is refused, not checked.
+    other = memplan.Problem.from_lists([3, 5, 7], [0, 1, 2], [2, 3, 4], names=["p", "q", "r"])
+    with pytest.raises(memplan.InputError, match="made for another problem"):
+        result.to_json(other)
+    with pytest.raises(memplan.InputError, match="made for another problem"):
+        memplan.check(other, result)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), -1.0, 1e300])
+def test_a_bad_time_limit_is_a_value_error_naming_it(bad):
+    with pytest.raises(ValueError, match="time_limit"):
+        memplan.plan(three(), "search", time_limit=bad)

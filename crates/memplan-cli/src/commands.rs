@@ -111,20 +111,39 @@ fn run_search(
             eprintln!("{line}");
         }
     };
-    let started = Instant::now();
-    let result = options.run(problem, Some(&show));
+    let hooks = memplan_session::run::Hooks {
+        progress: Some(&show),
+        cancel: None,
+    };
+    let result = memplan_session::run::run(
+        problem,
+        &memplan_session::run::Algorithm::Search(options),
+        &hooks,
+    );
     if terminal {
         eprintln!();
     }
-    let outcome = result?;
-    Ok(Outcome {
-        plan: outcome.plan.clone(),
-        elapsed: started.elapsed(),
-        chosen: None,
-        attempts: Vec::new(),
-        strip: None,
-        search: Some(outcome),
-    })
+    Ok(Outcome::from(result?))
+}
+
+impl From<memplan_session::run::Output> for Outcome {
+    fn from(out: memplan_session::run::Output) -> Outcome {
+        use memplan_session::run::Stats;
+        let (chosen, attempts, strip, search) = match out.stats {
+            Stats::None => (None, Vec::new(), None, None),
+            Stats::BestOf { chosen, attempts } => (Some(chosen), attempts, None, None),
+            Stats::Strip { options, outcome } => (None, Vec::new(), Some((options, *outcome)), None),
+            Stats::Search(outcome) => (None, Vec::new(), None, Some(*outcome)),
+        };
+        Outcome {
+            plan: out.plan,
+            elapsed: out.elapsed,
+            chosen,
+            attempts,
+            strip,
+            search,
+        }
+    }
 }
 
 /// The options of `memplan plan` beyond the common ones.
@@ -146,42 +165,13 @@ pub struct PlanExtras<'a> {
 }
 
 fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -> Result<Outcome> {
-    let started = Instant::now();
-    if let Some(strip) = strip {
-        let outcome = strip.run(problem)?;
-        return Ok(Outcome {
-            plan: outcome.plan.clone(),
-            elapsed: started.elapsed(),
-            chosen: None,
-            attempts: Vec::new(),
-            strip: Some((strip, outcome)),
-            search: None,
-        });
-    }
-    if planner.name() == best_of::BestOf.name() {
-        let attempts = best_of::run_all(problem);
-        let elapsed = started.elapsed();
-        let kept = &attempts[best_of::winner(&attempts)?];
-        let plan = kept.result.clone()?;
-        let chosen = Some(kept.planner);
-        return Ok(Outcome {
-            plan,
-            elapsed,
-            chosen,
-            attempts,
-            strip: None,
-            search: None,
-        });
-    }
-    let plan = planner.plan(problem)?;
-    Ok(Outcome {
-        plan,
-        elapsed: started.elapsed(),
-        chosen: None,
-        attempts: Vec::new(),
-        strip: None,
-        search: None,
-    })
+    use memplan_session::run::{run, Algorithm, Hooks};
+    let algorithm = match strip {
+        Some(strip) => Algorithm::Strip(strip),
+        None if planner.name() == best_of::BestOf.name() => Algorithm::BestOf,
+        None => Algorithm::Planner(planner),
+    };
+    Ok(run(problem, &algorithm, &Hooks::default())?.into())
 }
 
 /// `memplan plan`.
@@ -293,26 +283,12 @@ pub fn plan(
     let (report, mut solution_csv) = std::thread::scope(|scope| {
         let formatting =
             plain_csv.then(|| scope.spawn(|| csv::write_solution(&problem, &outcome.plan)));
-        let report = checker::check(&problem, &outcome.plan);
+        let report = memplan_session::run::verify(&problem, &outcome.plan, planner.name());
         (report, formatting.and_then(|f| f.join().ok()))
     });
     phase("check", check_started);
     let write_started = Instant::now();
-    if !report.is_valid() {
-        let list: Vec<String> = report
-            .violations
-            .iter()
-            .take(10)
-            .map(|v| format!("  {v}"))
-            .collect();
-        bail!(
-            "internal error: planner '{}' produced an invalid plan for '{}' ({} violations); please report this bug with the input file:\n{}",
-            planner.name(),
-            file.display(),
-            report.violations.len(),
-            list.join("\n")
-        );
-    }
+    let report = report.with_context(|| format!("'{}'", file.display()))?;
     // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
     if planner.name() == planner::Exclusive::DEFAULT.name() {
         let mut lifetimes = loaded.problem.clone();

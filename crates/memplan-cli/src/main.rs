@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use memplan_graph::{Options, Order};
 
 mod commands;
-mod input;
+/// Loading inputs lives in the library front door ([`memplan_session::input`]).
+use memplan_session::input;
 mod inspect;
 mod npu;
 mod pool;

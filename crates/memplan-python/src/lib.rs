@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use memplan::io::{csv, json};
 use memplan::planner::search::Search;
 use memplan::planner::{self, Planner, Strip};
 use memplan::{bound, checker, Buffer as CoreBuffer, Plan, Problem as CoreProblem};
+use memplan_session::run::{run, verify, Algorithm, Bounds, Hooks};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -242,8 +243,15 @@ pub struct PlanResult {
     pub offsets: Vec<u64>,
     /// Bytes: the largest `offset + size`.
     pub arena: u64,
-    /// The max-live lower bound of the problem.
+    /// The best lower bound known: the bound `search` proved when it ran (never below
+    /// max-live), else the max-live bound. `ratio` is `arena / lower_bound`, so a plan
+    /// proven optimal has ratio 1.
     pub lower_bound: u64,
+    /// The max-live lower bound of the problem (what `memplan plan` reports as
+    /// `lower_bound_bytes`).
+    pub max_live: u64,
+    /// The alignment the plan was made with (every buffer's alignment raised to it).
+    pub alignment: u64,
     /// The planner that ran.
     pub planner: String,
     /// For `best-of`, the candidate kept.
@@ -288,18 +296,20 @@ impl PlanResult {
     /// The plan JSON memplan's CLI writes (`memplan plan -f json`) and `memplan check`
     /// reads.
     fn to_json(&self, problem: &Problem) -> PyResult<String> {
+        self.same_problem(&problem.inner)?;
         let plan = core_plan(&problem.inner, &self.offsets)?;
         let mut extra = serde_json::Map::new();
         if let Some(p) = self.proven_optimal {
             extra.insert("proven_optimal".into(), serde_json::json!(p));
+            extra.insert("search_lower_bound".into(), serde_json::json!(self.lower_bound));
         }
         if let Some(c) = &self.chosen {
             extra.insert("chosen_planner".into(), serde_json::json!(c));
         }
         let summary = json::PlanSummary {
             planner: self.planner.clone(),
-            lower_bound_bytes: self.lower_bound,
-            alignment: 1,
+            lower_bound_bytes: self.max_live,
+            alignment: self.alignment,
             extra,
         };
         Ok(json::write_plan_json(&problem.inner, &plan, &summary, None))
@@ -307,6 +317,7 @@ impl PlanResult {
 
     /// The solution CSV (the problem's CSV with an `offset` column).
     fn to_csv(&self, problem: &Problem) -> PyResult<String> {
+        self.same_problem(&problem.inner)?;
         let plan = core_plan(&problem.inner, &self.offsets)?;
         Ok(csv::write_solution(&problem.inner, &plan))
     }
@@ -323,6 +334,33 @@ impl PlanResult {
             self.lower_bound,
             self.ratio()
         )
+    }
+}
+
+impl PlanResult {
+    /// An error unless `problem` is the problem this plan was made for (same buffer names
+    /// in the same order): a plan of another problem of the same length is refused.
+    fn same_problem(&self, problem: &CoreProblem) -> PyResult<()> {
+        let names = problem.buffers().iter().map(|b| &b.name);
+        if problem.len() == self.names.len() && names.eq(self.names.iter()) {
+            return Ok(());
+        }
+        let first = problem
+            .buffers()
+            .iter()
+            .zip(&self.names)
+            .find(|(b, n)| &b.name != *n);
+        Err(InputError::new_err(match first {
+            Some((b, n)) => format!(
+                "this plan was made for another problem: its buffer {n:?} is {:?} in the problem given",
+                b.name
+            ),
+            None => format!(
+                "this plan was made for another problem: it has {} buffers, the problem given {}",
+                self.names.len(),
+                problem.len()
+            ),
+        }))
     }
 }
 
@@ -463,50 +501,41 @@ fn plan(
         None
     };
     let core = aligned.as_ref().unwrap_or(&problem.inner);
-    let lower_bound = bound::max_live(core)
-        .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))?;
-    let strip = Strip {
-        metric: match metric {
-            Some(m) => Some(m.parse::<planner::Metric>().map_err(input_error)?),
-            None => Strip::DEFAULT.metric,
-        },
-        max_iters: max_iters.unwrap_or(Strip::DEFAULT.max_iters),
-        max_reads: max_reads.unwrap_or(Strip::DEFAULT.max_reads),
-        ..Strip::DEFAULT
+    let algorithm = if is_search {
+        let mut options = Search {
+            seed,
+            threads,
+            ..Search::DEFAULT
+        };
+        if let Some(t) = time_limit {
+            options.time_limit = seconds_arg("time_limit", t)?;
+        }
+        Algorithm::Search(options)
+    } else if is_strip {
+        Algorithm::Strip(Strip {
+            metric: match metric {
+                Some(m) => Some(m.parse::<planner::Metric>().map_err(input_error)?),
+                None => Strip::DEFAULT.metric,
+            },
+            max_iters: max_iters.unwrap_or(Strip::DEFAULT.max_iters),
+            max_reads: max_reads.unwrap_or(Strip::DEFAULT.max_reads),
+            ..Strip::DEFAULT
+        })
+    } else if base.name() == planner::BestOf.name() {
+        Algorithm::BestOf
+    } else {
+        Algorithm::Planner(base)
     };
     let cancel = AtomicBool::new(false);
-    let started = Instant::now();
-    type Run = Result<(Plan, Option<String>, Option<(bool, String)>), planner::PlanError>;
-    let run = || -> Run {
-        if is_search {
-            let mut options = Search {
-                seed,
-                threads,
-                ..Search::DEFAULT
-            };
-            if let Some(t) = time_limit {
-                options.time_limit = Duration::from_secs_f64(t.max(0.0));
-            }
-            let outcome = options.run_cancellable(core, None, Some(&cancel))?;
-            Ok((
-                outcome.plan,
-                None,
-                Some((outcome.proven_optimal, outcome.stop.as_str().to_string())),
-            ))
-        } else if is_strip {
-            Ok((strip.plan(core)?, None, None))
-        } else if base.name() == planner::BestOf.name() {
-            let (plan, chosen) = planner::BestOf.plan_with_winner(core)?;
-            Ok((plan, Some(chosen.to_string()), None))
-        } else {
-            Ok((base.plan(core)?, None, None))
-        }
+    let hooks = Hooks {
+        progress: None,
+        cancel: Some(&cancel),
     };
     let outcome = if is_search && return_on_interrupt {
         // Ctrl-C ends the search; its best plan is returned, `stop == "interrupted"`.
         let mut value = None;
         let result = run_interruptible(py, &cancel, || {
-            value = Some(run());
+            value = Some(run(core, &algorithm, &hooks));
         });
         if let Err(e) = result {
             if !cancel.load(Ordering::Relaxed) {
@@ -514,29 +543,44 @@ fn plan(
             }
         }
         value.ok_or_else(|| MemplanError::new_err("internal error: the search returned nothing"))?
+    } else if is_search {
+        // Ctrl-C still stops the search (and is raised): the flag is set from the
+        // signal check, the best plan so far is dropped.
+        run_interruptible(py, &cancel, || run(core, &algorithm, &hooks))?
     } else {
-        py.detach(run)
+        py.detach(|| run(core, &algorithm, &hooks))
     };
-    let (plan, chosen, search) = outcome.map_err(|e| PlanningError::new_err(e.to_string()))?;
-    let seconds = started.elapsed().as_secs_f64();
-    let report = py.detach(|| checker::check(core, &plan));
-    if let Some(v) = report.violations.first() {
-        return Err(MemplanError::new_err(format!(
-            "internal error: planner '{planner}' produced an invalid plan ({} violations, the first: {v}); please report this bug",
-            report.violations.len()
-        )));
-    }
+    let output = outcome.map_err(|e| PlanningError::new_err(e.to_string()))?;
+    let bounds = Bounds::of(core, Some(&output))
+        .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))?;
+    py.detach(|| verify(core, &output.plan, base.name()))
+        .map_err(|e| MemplanError::new_err(e.to_string()))?;
+    let search = output.search().map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
     Ok(PlanResult {
-        arena: plan.arena_bytes.unwrap_or(0),
-        offsets: plan.offsets,
-        lower_bound,
+        arena: output.plan.arena_bytes.unwrap_or(0),
+        chosen: output.chosen().map(str::to_string),
+        offsets: output.plan.offsets,
+        lower_bound: bounds.best(),
+        max_live: bounds.max_live,
+        alignment,
         planner: base.name().to_string(),
-        chosen,
         proven_optimal: search.as_ref().map(|s| s.0),
         stop: search.map(|s| s.1),
-        seconds,
+        seconds: output.elapsed.as_secs_f64(),
         names: core.buffers().iter().map(|b| b.name.clone()).collect(),
     })
+}
+
+/// A duration argument in seconds: finite and not negative (up to a year), else a
+/// `ValueError` naming the argument.
+fn seconds_arg(name: &str, seconds: f64) -> PyResult<Duration> {
+    const MOST: f64 = 365.0 * 24.0 * 3600.0;
+    if !seconds.is_finite() || !(0.0..=MOST).contains(&seconds) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{name} must be a number of seconds from 0 to {MOST} (a year), not {seconds}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// Every violation of a plan (a `PlanResult`, or offsets in buffer id order): buffers
@@ -544,15 +588,33 @@ fn plan(
 /// moved fixed offsets. An empty list means the plan is valid.
 #[pyfunction]
 fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> PyResult<Vec<Violation>> {
-    let offsets: Vec<u64> = match plan.cast::<PlanResult>() {
-        Ok(result) => result.get().offsets.clone(),
-        Err(_) => plan.extract().map_err(|_| {
-            InputError::new_err(
-                "check(problem, plan): plan must be a PlanResult or a list of offsets",
-            )
-        })?,
+    let (offsets, alignment): (Vec<u64>, u64) = match plan.cast::<PlanResult>() {
+        Ok(result) => {
+            let result = result.get();
+            result.same_problem(&problem.inner)?;
+            (result.offsets.clone(), result.alignment)
+        }
+        Err(_) => (
+            plan.extract().map_err(|_| {
+                InputError::new_err(
+                    "check(problem, plan): plan must be a PlanResult or a list of offsets",
+                )
+            })?,
+            1,
+        ),
     };
-    let core = &problem.inner;
+    // A plan is held to the alignment it was made with.
+    let aligned = if alignment > 1 {
+        Some(
+            problem
+                .inner
+                .with_alignment(alignment)
+                .map_err(input_error)?,
+        )
+    } else {
+        None
+    };
+    let core = aligned.as_ref().unwrap_or(&problem.inner);
     if offsets.len() != core.len() {
         return Ok(vec![Violation {
             kind: "wrong-length".into(),
@@ -589,22 +651,27 @@ fn planners() -> Vec<(String, String)> {
 #[pyo3(signature = (text, problem, source = "<string>"))]
 fn read_plan(text: &str, problem: &Problem, source: &str) -> PyResult<PlanResult> {
     let core = &problem.inner;
-    let (plan, planner) = if memplan::io::is_json(text) {
+    let (plan, planner, alignment) = if memplan::io::is_json(text) {
         let summary = json::read_plan_summary(text, source).map_err(input_error)?;
         (
             json::read_plan_json(text, source, core).map_err(input_error)?,
             summary.planner,
+            summary.alignment.max(1),
         )
     } else {
         (
             csv::read_solution(text, source, core).map_err(input_error)?,
             "unknown".to_string(),
+            1,
         )
     };
+    let max_live = bound::max_live(core).unwrap_or(0);
     Ok(PlanResult {
         arena: plan.recomputed_arena(core).unwrap_or(0),
         offsets: plan.offsets,
-        lower_bound: bound::max_live(core).unwrap_or(0),
+        lower_bound: max_live,
+        max_live,
+        alignment,
         planner,
         chosen: None,
         proven_optimal: None,
