@@ -18,7 +18,7 @@
 //! | `npu` | `platform=FILE` | `--platform` |
 //! | `strip` | `metric=M` | `--metric` (a lexicographic `a,b` only in `--planner`: `,` separates `--planners`) |
 //! | `strip` | `order=descending\|ascending` | none (default: both, in the portfolio) |
-//! | `strip` | `placement=bottom\|stacked` | none (default: both, in the portfolio) |
+//! | `strip` | `placement=bottom\|stacked\|stacked-previous` | none (default: `bottom` and `stacked`, in the portfolio; `stacked` is the source's pairing, on the next rectangle in the order overlapping it in time, `stacked-previous` the previous one) |
 //! | `strip` | `max-iters=N` | `--max-iters` |
 //! | `strip` | `max-reads=N` | none (default: [`Strip::DEFAULT_MAX_READS`]) |
 //! | `npu` | `group1=pooled\|reusable\|dedicated` | `--group1` |
@@ -82,7 +82,7 @@ fn options_of(name: &str) -> &'static str {
     } else if name == planner::Npu::default().name() {
         "match=size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any"
     } else if name == Strip::DEFAULT.name() {
-        "metric=M, order=descending|ascending, placement=bottom|stacked, max-iters=N and max-reads=N"
+        "metric=M, order=descending|ascending, placement=bottom|stacked|stacked-previous, max-iters=N and max-reads=N"
     } else {
         "none"
     }
@@ -432,6 +432,9 @@ mod tests {
         assert_eq!(strip.placement, Some(Placement::Stacked));
         assert_eq!(strip.metric, Some("size".parse().unwrap()));
         assert_eq!(strip.max_iters, Strip::DEFAULT_MAX_ITERS);
+        let spec = PlannerSpec::parse("strip:placement=stacked-previous").unwrap();
+        let strip = spec.strip(None, None).unwrap().unwrap();
+        assert_eq!(strip.placement, Some(Placement::StackedPrevious));
         let plain = PlannerSpec::parse("strip").unwrap();
         assert_eq!(plain.strip(None, None).unwrap(), Some(Strip::DEFAULT));
         let spec = PlannerSpec::parse("strip:metric=size:max-iters=3").unwrap();
