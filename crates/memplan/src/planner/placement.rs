@@ -1104,10 +1104,10 @@ impl<'p, W: Word> Engine<'p, W> {
         }
     }
 
-    /// An empty arena that can also place with `fit` when it is one of the stacked rules
-    /// ([`Fit::is_stacked`]): it keeps track of the unclaimed placed buffers
-    /// ([`Fit::Stacked`], `O(log s)` per segment placed) or of the order of placement over
-    /// time ([`Fit::StackedPrevious`], `O(log² T)` per placement).
+    /// An empty arena that can also place with `fit` when it is one of the stacked rules:
+    /// it keeps track of the unclaimed placed buffers ([`Fit::Stacked`], `O(log s)` per
+    /// segment placed) or of the order of placement over time ([`Fit::StackedPrevious`],
+    /// `O(log² T)` per placement).
     pub(crate) fn stacking(problem: &'p Problem, fit: Fit) -> Engine<'p, W> {
         Engine::new(problem).stacked(fit)
     }
@@ -1155,16 +1155,14 @@ impl<'p, W: Word> Engine<'p, W> {
                 edits.push(edit);
             }
         };
+        let mut claimed = Vec::new();
         for index in first[rank]..first[rank + 1] {
             let s = segments[index as usize];
-            loop {
-                let mut hit = None;
-                unclaimed.overlapping(s.start_leaf, s.end_bound, |j| {
-                    hit = hit.or(Some(j));
-                });
-                let Some(j) = hit else {
-                    break;
-                };
+            // The unclaimed buffers it overlaps, all found before any is taken out (one
+            // with several segments overlapping this one comes once per segment; the
+            // second time its segments are gone already).
+            unclaimed.overlapping(s.start_leaf, s.end_bound, |j| claimed.push(j));
+            for j in claimed.drain(..) {
                 for other in first[j as usize]..first[j as usize + 1] {
                     let t = segments[other as usize];
                     if let Some((end, owner)) = unclaimed.segments.remove(&t.start_leaf) {
