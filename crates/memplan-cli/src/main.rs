@@ -58,7 +58,10 @@ enum Command {
         /// strip only: the preset metric of the first order, e.g. size, overlap,
         /// size*length, length,size, size+overlap, size/length (default: the portfolio's
         /// metrics, best kept; see doc/strip.md). Order and placement rule: the spec
-        /// options strip:order=ascending, strip:placement=stacked.
+        /// options strip:order=ascending, strip:placement=bottom|stacked|stacked-previous
+        /// (stacked: the source's pairing, each rectangle on the earlier ones it is the next
+        /// time-overlapping rectangle of; stacked-previous: on the previous rectangle in the
+        /// order overlapping it in time).
         #[arg(long)]
         metric: Option<String>,
         /// strip only: the most peak-suppression adjustments (default: 8).

@@ -31,9 +31,11 @@ pub struct PlatformArg {
 pub struct NpuArgs {
     #[command(flatten)]
     pub platform: PlatformArg,
-    /// npu: how a tensor picks a buffer of the pool: the closest size at least its own,
-    /// or the closest usage period in time (grown when smaller).
-    #[arg(long = "match", value_enum, default_value_t = MatchArg::Size)]
+    /// npu: how a tensor picks a free buffer of the pool. The default, exact, is a
+    /// deviation from the method: only buffers of exactly the tensor's size. size is the
+    /// method's size match as stated: the closest size at least the tensor's. lifetime:
+    /// the closest usage period in time (grown when smaller). See doc/npu.md.
+    #[arg(long = "match", value_enum, default_value_t = MatchArg::Exact)]
     pub match_rule: MatchArg,
     /// npu: how the accelerated operators' tensors get memory, overriding the platform's
     /// `accelerator_buffers`: pooled (first, through the buffer pool), reusable (a new
@@ -44,8 +46,9 @@ pub struct NpuArgs {
     /// lifetimes, or end to end.
     #[arg(long = "npu-layout", value_enum, default_value_t = LayoutArg::Offsets)]
     pub layout: LayoutArg,
-    /// npu, size match: a pool buffer matches a tensor when it is larger by at most this
-    /// percentage (0: the same size), or `any` (the least difference, however large).
+    /// npu, `--match size` only: a pool buffer matches a tensor when it is larger by at
+    /// most this percentage (a deviation from the method; 0 is `--match exact`), or `any`
+    /// (the default: the least difference, however large, as the method states it).
     #[arg(long = "slack", value_name = "PERCENT|any", value_parser = parse_slack)]
     pub slack: Option<Slack>,
 }
@@ -86,8 +89,12 @@ impl LayoutArg {
 /// `--match`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum MatchArg {
-    /// Among free buffers of size ≥ the tensor's, the one whose size differs least.
+    /// The default, a deviation from the method: a free buffer of exactly the tensor's
+    /// size (size match restricted to equal sizes).
     #[default]
+    Exact,
+    /// The method's size match: among free buffers of size ≥ the tensor's, the one whose
+    /// size differs least.
     Size,
     /// Among free buffers, the one whose usage periods are closest in time.
     Lifetime,
@@ -96,6 +103,7 @@ pub enum MatchArg {
 impl MatchArg {
     fn rule(self) -> Match {
         match self {
+            MatchArg::Exact => Match::Exact,
             MatchArg::Size => Match::Size,
             MatchArg::Lifetime => Match::Lifetime,
         }
@@ -107,7 +115,7 @@ impl NpuArgs {
     /// `--npu-layout` was given.
     pub fn is_set(&self) -> bool {
         self.platform.platform.is_some()
-            || self.match_rule != MatchArg::Size
+            || self.match_rule != MatchArg::Exact
             || self.group1.is_some()
             || self.layout != LayoutArg::Offsets
             || self.slack.is_some()
@@ -188,6 +196,12 @@ pub fn prepare(
     let platform_file = args.platform.platform.clone();
     let rule = args.match_rule.rule();
     let layout = args.layout.layout();
+    if let Some(slack) = args.slack.filter(|_| rule != Match::Size) {
+        anyhow::bail!(
+            "slack {slack} (--slack, npu:slack=) bounds size match only, and the match rule is '{}': add --match size (npu:match=size); the default, exact, takes buffers of exactly the tensor's size",
+            rule.name()
+        );
+    }
     let slack = args.slack.unwrap_or_default();
     let Some((graph, _)) = &loaded.graph else {
         let problem = loaded
@@ -289,7 +303,10 @@ pub fn json_extras(
         );
     }
     extra.insert("match".into(), json!(prepared.rule.name()));
-    extra.insert("slack".into(), json!(prepared.slack.to_string()));
+    if prepared.rule == Match::Size {
+        // Only where it applies.
+        extra.insert("slack".into(), json!(prepared.slack.to_string()));
+    }
     extra.insert("layout".into(), json!(prepared.layout.name()));
     extra.insert("pool_buffers".into(), json!(stats.buffers));
     extra.insert("dedicated_buffers".into(), json!(stats.dedicated_buffers));
@@ -347,6 +364,10 @@ pub fn table_rows(prepared: &Prepared, assignment: &Assignment) -> Vec<(&'static
         (
             "match",
             match prepared.rule {
+                Match::Exact => {
+                    "exact (equal sizes only: a deviation from the method's size match, --match size)"
+                        .to_string()
+                }
                 Match::Size => format!("size, slack {}", prepared.slack),
                 Match::Lifetime => "lifetime".to_string(),
             },

@@ -14,16 +14,16 @@
 //! | `exclusive` | `rules=LIST` | `--exclusive-rules`, items `edges`, `branches`, `outputs` (or `none`) joined by `+` |
 //! | `exclusive` | `fragmented` | `--fragmented` |
 //! | `exclusive` | `orders=all\|one` | (none): `all` plans for every execution order the edges allow |
-//! | `npu` | `match=size\|lifetime` | `--match` |
+//! | `npu` | `match=exact\|size\|lifetime` (default `exact`, a deviation: equal sizes only; `size` is the method's size match) | `--match` |
 //! | `npu` | `platform=FILE` | `--platform` |
 //! | `strip` | `metric=M` | `--metric` (a lexicographic `a,b` only in `--planner`: `,` separates `--planners`) |
 //! | `strip` | `order=descending\|ascending` | none (default: both, in the portfolio) |
-//! | `strip` | `placement=bottom\|stacked` | none (default: both, in the portfolio) |
+//! | `strip` | `placement=bottom\|stacked\|stacked-previous` | none (default: `bottom` and `stacked`, in the portfolio; `stacked` is the source's pairing, on the next rectangle in the order overlapping it in time, `stacked-previous` the previous one) |
 //! | `strip` | `max-iters=N` | `--max-iters` |
 //! | `strip` | `max-reads=N` | none (default: [`Strip::DEFAULT_MAX_READS`]) |
 //! | `npu` | `group1=pooled\|reusable\|dedicated` | `--group1` |
 //! | `npu` | `layout=offsets\|end-to-end` | `--npu-layout` |
-//! | `npu` | `slack=PERCENT\|any` | `--slack` |
+//! | `npu` | `slack=PERCENT\|any` (with `match=size` only; default `any`, the method's rule) | `--slack` |
 //!
 //! An option of a spec overrides the flag for that spec only; a plain name takes the flags.
 //! Examples: `exclusive:rules=edges+outputs`, `exclusive:fragmented`, `npu:match=lifetime`,
@@ -80,9 +80,9 @@ fn options_of(name: &str) -> &'static str {
     if name == planner::Exclusive::DEFAULT.name() {
         "rules=LIST (edges+branches+outputs, or none), fragmented and orders=all|one"
     } else if name == planner::Npu::default().name() {
-        "match=size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any"
+        "match=exact|size|lifetime, platform=FILE, group1=pooled|reusable|dedicated, layout=offsets|end-to-end and slack=PERCENT|any (with match=size)"
     } else if name == Strip::DEFAULT.name() {
-        "metric=M, order=descending|ascending, placement=bottom|stacked, max-iters=N and max-reads=N"
+        "metric=M, order=descending|ascending, placement=bottom|stacked|stacked-previous, max-iters=N and max-reads=N"
     } else {
         "none"
     }
@@ -181,7 +181,7 @@ impl PlannerSpec {
                     let value = needs_value(value)?;
                     let rule = MatchArg::from_str(&value, false).map_err(|_| {
                         anyhow::anyhow!(
-                            "planner spec '{text}': option 'match' of planner 'npu': '{value}' is neither 'size' nor 'lifetime'"
+                            "planner spec '{text}': option 'match' of planner 'npu': '{value}' is none of 'exact', 'size' and 'lifetime'"
                         )
                     })?;
                     spec.match_rule = Some(rule);
@@ -383,6 +383,18 @@ mod tests {
         assert_eq!(plain.npu_args(&flags).match_rule, MatchArg::Lifetime);
         let size = PlannerSpec::parse("npu:match=size").unwrap();
         assert_eq!(size.npu_args(&flags).match_rule, MatchArg::Size);
+        // The method's size match is `size`, unbounded unless a slack is given; the
+        // default is the named deviation `exact`.
+        assert_eq!(size.npu_args(&NpuArgs::default()).slack, None);
+        assert_eq!(NpuArgs::default().match_rule, MatchArg::Exact);
+        let exact = PlannerSpec::parse("npu:match=exact").unwrap();
+        assert_eq!(exact.npu_args(&flags).match_rule, MatchArg::Exact);
+        let bounded = PlannerSpec::parse("npu:match=size:slack=25").unwrap();
+        let args = bounded.npu_args(&NpuArgs::default());
+        assert_eq!(
+            (args.match_rule, args.slack),
+            (MatchArg::Size, Some(Slack::Percent(25)))
+        );
     }
 
     #[test]
@@ -432,6 +444,9 @@ mod tests {
         assert_eq!(strip.placement, Some(Placement::Stacked));
         assert_eq!(strip.metric, Some("size".parse().unwrap()));
         assert_eq!(strip.max_iters, Strip::DEFAULT_MAX_ITERS);
+        let spec = PlannerSpec::parse("strip:placement=stacked-previous").unwrap();
+        let strip = spec.strip(None, None).unwrap().unwrap();
+        assert_eq!(strip.placement, Some(Placement::StackedPrevious));
         let plain = PlannerSpec::parse("strip").unwrap();
         assert_eq!(plain.strip(None, None).unwrap(), Some(Strip::DEFAULT));
         let spec = PlannerSpec::parse("strip:metric=size:max-iters=3").unwrap();

@@ -1199,7 +1199,7 @@ fn npu_plan_golden_and_checked() {
         &stdout(&out),
     );
     let dir = tempfile::tempdir().unwrap();
-    for rule in ["size", "lifetime"] {
+    for rule in ["exact", "size", "lifetime"] {
         for input in ["examples/small_cnn.json", "examples/small.csv"] {
             let plan = dir.path().join(format!("npu-{rule}.json"));
             let plan = plan.to_str().unwrap();
@@ -1219,6 +1219,13 @@ fn npu_plan_golden_and_checked() {
             let text = std::fs::read_to_string(plan).unwrap();
             let value: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(value["match"], rule);
+            // The slack applies to size match only, unbounded ("any") by default.
+            let slack = if rule == "size" {
+                serde_json::json!("any")
+            } else {
+                serde_json::Value::Null
+            };
+            assert_eq!(value["slack"], slack);
             assert_eq!(
                 value["reused_bytes"].as_u64().is_some(),
                 value["new_pool_bytes"].as_u64().is_some()
@@ -1227,6 +1234,73 @@ fn npu_plan_golden_and_checked() {
             assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
         }
     }
+}
+
+/// `--match size` is the method's size match (any larger buffer, the least difference);
+/// the default `exact` is the named deviation; a slack bounds size match only.
+#[test]
+fn npu_match_size_is_the_method_and_exact_the_default() {
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu",
+        "--match",
+        "size",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("size, slack any"), "{}", stdout(&out));
+    let out = memplan(&["plan", "examples/small_cnn.json", "--planner", "npu"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("exact (equal sizes only"),
+        "{}",
+        stdout(&out)
+    );
+    for args in [
+        &[
+            "plan",
+            "examples/small_cnn.json",
+            "--planner",
+            "npu",
+            "--slack",
+            "any",
+        ][..],
+        &[
+            "plan",
+            "examples/small_cnn.json",
+            "--planner",
+            "npu:slack=25",
+        ][..],
+        &[
+            "plan",
+            "examples/small_cnn.json",
+            "--planner",
+            "npu:match=lifetime:slack=0",
+        ][..],
+    ] {
+        let out = memplan(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("size match only") && err.contains("--match size"),
+            "{err}"
+        );
+    }
+    let out = memplan(&[
+        "plan",
+        "examples/small_cnn.json",
+        "--planner",
+        "npu:match=size:slack=25",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("size, slack 25%"), "{}", stdout(&out));
+    let out = memplan(&["plan", "examples/small_cnn.json", "--help"]);
+    let help = stdout(&out);
+    assert!(
+        help.contains("deviation") && help.contains("exact"),
+        "{help}"
+    );
 }
 
 #[test]

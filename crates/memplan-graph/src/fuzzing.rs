@@ -75,6 +75,7 @@ pub fn platform_json(data: &[u8]) {
         return;
     };
     for rule in [
+        memplan::planner::npu::Match::Exact,
         memplan::planner::npu::Match::Size,
         memplan::planner::npu::Match::Lifetime,
     ] {

@@ -382,12 +382,11 @@ proptest! {
     fn every_npu_plan_is_valid(
         spec in spec(),
         p in platforms(),
-        lifetime in any::<bool>(),
+        rule in prop::sample::select(vec![Match::Exact, Match::Size, Match::Lifetime]),
         end_to_end in any::<bool>(),
         slack in prop::sample::select(vec![Slack::Percent(0), Slack::Percent(50), Slack::Any]),
     ) {
         let g = build(&spec);
-        let rule = if lifetime { Match::Lifetime } else { Match::Size };
         let layout = if end_to_end { Layout::EndToEnd } else { Layout::Offsets };
         let analysis = analyse_for(&g, Order::File, Options::default(), &p).unwrap();
         let npu = plan_npu(&g, &analysis, &p, rule, slack, layout, 1).unwrap();

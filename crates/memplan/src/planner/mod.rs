@@ -105,8 +105,8 @@ pub fn all() -> &'static [&'static dyn Planner] {
         &Search::DEFAULT,
         &Exclusive::DEFAULT,
         &Npu {
-            rule: Match::Size,
-            slack: Slack::Percent(0),
+            rule: Match::Exact,
+            slack: Slack::Any,
             layout: Layout::Offsets,
         },
         &TflmGreedy,

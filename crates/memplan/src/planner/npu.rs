@@ -37,11 +37,17 @@
 //!
 //! An object *is free for* a buffer when none of its members is live at a common step
 //! with the buffer nor a conflict pair with it (so every plan is valid by construction;
-//! the checker is still run on it by every caller). Of the free objects,
-//! - [`Match::Size`] takes, among those of size ≥ the buffer's and at most the [`Slack`]
-//!   allows (default: exactly the buffer's), the one of least size difference (ties: the
-//!   usage periods closest in time, as lifetime match measures it, then lower index);
-//!   none → a new object;
+//! the checker is still run on it by every caller; freedom over the lifetime is our
+//! addition: the source states no lifetime condition). Of the free objects,
+//! - [`Match::Size`], the method's size match as stated, takes, among those of size ≥ the
+//!   buffer's (and at most the [`Slack`] allows, when one is given; the default,
+//!   [`Slack::Any`], bounds nothing), the one of least size difference (ties: the usage
+//!   periods closest in time, as lifetime match measures it, then lower index); none → a
+//!   new object;
+//! - [`Match::Exact`], **a deviation from the method** (the default of the `npu` planner
+//!   and the CLI, documented and measured against [`Match::Size`] in doc/npu.md): size
+//!   match restricted to objects of exactly the buffer's size (ties as above); none → a
+//!   new object;
 //! - [`Match::Lifetime`] takes the one whose members' usage periods come closest in time
 //!   to the buffer's lifetime (the shortest gap in steps; ties: the least size difference,
 //!   then lower index). When that object is smaller than the buffer, it *grows* to the
@@ -65,41 +71,43 @@ use crate::bound;
 use crate::plan::Plan;
 use crate::problem::{lcm, Buffer, BufferId, Lifetime, Problem};
 
-/// How a buffer picks an object of the pool (methods.md §2, both options).
+/// How a buffer picks an object of the pool (methods.md §2: size and lifetime match,
+/// and the exact-size deviation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Match {
-    /// The free object of size ≥ the buffer's whose size differs least.
+    /// A deviation from the method, and the default: the free object of exactly the
+    /// buffer's size (size match restricted to a difference of 0).
     #[default]
+    Exact,
+    /// The method's size match as stated: the free object of size ≥ the buffer's whose
+    /// size differs least (bounded by a [`Slack`] only when one is given).
     Size,
     /// The free object whose usage periods are closest in time (grown when smaller).
     Lifetime,
 }
 
 impl Match {
-    /// `size` or `lifetime`, as `--match` spells it.
+    /// `exact`, `size` or `lifetime`, as `--match` spells it.
     pub fn name(self) -> &'static str {
         match self {
+            Match::Exact => "exact",
             Match::Size => "size",
             Match::Lifetime => "lifetime",
         }
     }
 }
 
-/// Which pool objects size match accepts for a buffer: those whose size exceeds the
-/// buffer's by at most this much (methods.md §2 leaves "matching" open; see doc/npu.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which pool objects [`Match::Size`] accepts for a buffer: those whose size exceeds the
+/// buffer's by at most this much. The default, [`Slack::Any`], is the method's rule;
+/// a percentage is a deviation (`Percent(0)` is [`Match::Exact`]). [`Match::Exact`] and
+/// [`Match::Lifetime`] ignore it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Slack {
-    /// At most this percentage of the buffer's size more; `Percent(0)`, the default, takes
-    /// objects of exactly the buffer's size.
+    /// At most this percentage of the buffer's size more.
     Percent(u64),
-    /// Any larger object (the least difference still wins): the source's rule unbounded.
+    /// Any larger object (the least difference still wins): the method's rule.
+    #[default]
     Any,
-}
-
-impl Default for Slack {
-    fn default() -> Slack {
-        Slack::Percent(0)
-    }
 }
 
 impl Slack {
@@ -336,11 +344,14 @@ impl<'p> Pool<'p> {
     fn pick(&self, id: BufferId, live: &[Lifetime]) -> Option<(usize, u64)> {
         let buffer = self.problem.buffer(id);
         match self.rule {
-            // The smallest free object of size >= the buffer's: the least difference.
-            // Of the free objects of size in [size, the slack's limit]: the least size
-            // difference, ties: the usage periods closest in time, then lower index.
-            Match::Size => {
-                let most = self.slack.most(buffer.size);
+            // Of the free objects of size in [size, the limit]: the least size difference,
+            // ties: the usage periods closest in time, then lower index. The limit: the
+            // slack's (none by default) for size match, the buffer's size for exact.
+            Match::Size | Match::Exact => {
+                let most = match self.rule {
+                    Match::Exact => buffer.size,
+                    _ => self.slack.most(buffer.size),
+                };
                 let mut best: Option<((u64, u64, usize), u64)> = None;
                 for &(size, k) in self.by_size.range((buffer.size, 0)..=(most, usize::MAX)) {
                     let difference = size - buffer.size;
@@ -532,7 +543,7 @@ impl<'p> Pool<'p> {
 }
 
 /// Runs the method's allocation on `problem` in the order `groups` gives, with `rule`
-/// (`slack` bounding size match), and places the objects per `layout`.
+/// (`slack` bounding [`Match::Size`] only), and places the objects per `layout`.
 ///
 /// Every buffer ends in exactly one object (fixed-offset buffers in none), whatever the
 /// groups list: ids out of range are ignored, buffers listed twice are assigned once.
@@ -641,7 +652,8 @@ pub fn live_at(profile: &[(u64, u64)], step: u64) -> u64 {
 
 /// The `npu` planner on a bare problem: group 3 only, one operator per start step
 /// ([`Groups::steps_only`]), with the matching rule `rule` and the objects placed per
-/// `layout`.
+/// `layout`. The default is [`Match::Exact`] (a deviation from the method's size match,
+/// [`Match::Size`]), [`Slack::Any`] and [`Layout::Offsets`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Npu {
     pub rule: Match,
@@ -655,7 +667,7 @@ impl Planner for Npu {
     }
 
     fn description(&self) -> &'static str {
-        "methods.md §2: shared objects in three groups (accelerated, in-place, widest operator first), size or lifetime match, objects placed by an offset planner over their lifetimes (or end to end)"
+        "methods.md §2: shared objects in three groups (accelerated, in-place, widest operator first); match=exact by default (a deviation: only pool buffers of exactly the tensor's size; the method's size match is match=size), or size or lifetime match; objects placed by an offset planner over their lifetimes (or end to end)"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
@@ -727,6 +739,50 @@ mod tests {
         assert_eq!(life.stats.new_pool_bytes, 21);
         assert_eq!(life.plan.offsets, vec![0, 9, 15, 15]);
         assert_eq!(life.plan.arena_bytes, Some(21));
+    }
+
+    /// Exact (the default, a deviation) takes only an object of the buffer's size; size
+    /// match as the method states it takes the free object of least size difference at or
+    /// above the buffer's; a slack bounds size match only.
+    #[test]
+    fn exact_is_size_match_restricted_to_equal_sizes() {
+        let p = problem(vec![
+            Buffer::new("big", 9, 0, 3),
+            Buffer::new("mid", 6, 0, 3),
+            Buffer::new("t", 5, 4, 6),
+        ]);
+        let groups = Groups {
+            early: vec![BufferId(0), BufferId(1), BufferId(2)],
+            ..Groups::default()
+        };
+        // t (5 bytes) is free for big (9) and mid (6): size match takes mid.
+        let size = checked(&p, &groups, Match::Size);
+        assert_eq!(size.object_of, vec![Some(0), Some(1), Some(1)]);
+        assert_eq!(size.stats.new_pool_bytes, 15);
+        assert_eq!(size.stats.reused_bytes, 5);
+        // No object of 5 bytes: exact makes a new one.
+        let exact = checked(&p, &groups, Match::Exact);
+        assert_eq!(exact.object_of, vec![Some(0), Some(1), Some(2)]);
+        assert_eq!(exact.stats.new_pool_bytes, 20);
+        let with = |rule, slack| {
+            let a = assign(&p, &groups, rule, slack, Layout::Offsets).unwrap();
+            assert!(check(&p, &a.plan).is_valid());
+            a.object_of
+        };
+        // 10 % of 5 bytes is 0 bytes more (mid is 1 more): bounded out; 20 % lets mid in.
+        assert_eq!(with(Match::Size, Slack::Percent(10)), exact.object_of);
+        assert_eq!(with(Match::Size, Slack::Percent(20)), size.object_of);
+        assert_eq!(with(Match::Size, Slack::Percent(0)), exact.object_of);
+        // Exact ignores a slack; the default slack is the method's (none).
+        assert_eq!(with(Match::Exact, Slack::Any), exact.object_of);
+        assert_eq!(with(Match::Exact, Slack::Percent(50)), exact.object_of);
+        assert_eq!(Slack::default(), Slack::Any);
+        // The planner's default is exact, and `planner::all` lists that default.
+        assert_eq!(Npu::default().rule, Match::Exact);
+        let listed = crate::planner::by_name("npu").unwrap();
+        let plan = listed.plan(&p).unwrap();
+        assert!(check(&p, &plan).is_valid());
+        assert_eq!(plan, Npu::default().plan(&p).unwrap());
     }
 
     /// Size match never takes a smaller object: `t` (8 bytes) gets a new one; lifetime

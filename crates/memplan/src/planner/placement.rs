@@ -140,6 +140,7 @@
 //! scanning every placed buffer for every placement.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::granularity::granularity_and_unfixed;
@@ -156,12 +157,21 @@ pub(crate) enum Fit {
     /// The gap that leaves the least room above the aligned buffer, ties to the lowest
     /// offset (TFLite's arena planner, XLA's heap simulator).
     Best,
-    /// *Stacked* (methods.md §5): the lowest offset that holds it at or above the top of
-    /// the *nearest-in-order* placed buffer, the one placed last among those overlapping it
-    /// in time (0 when none does). "At or above" rather than "at": a buffer placed earlier
-    /// may sit there, and the plan must stay valid. Needs an engine made by
-    /// [`Engine::stacking`]; elsewhere it reads as [`Fit::First`].
+    /// *Stacked* with the source's pairing (methods.md §5, corrected again): every placed
+    /// buffer is paired with its *successor*, the first buffer placed after it that
+    /// overlaps it in time, and the successor sits on it. A buffer goes to the lowest
+    /// offset that holds it at or above the highest top of the placed buffers it is the
+    /// successor of (those overlapping it in time that no buffer placed since overlaps),
+    /// or, being nobody's successor, anywhere from 0 (bottom-aligned). "At or above"
+    /// rather than "at": a buffer placed earlier may sit there, and the plan must stay
+    /// valid. Needs an engine made by [`Engine::stacking`]; elsewhere it reads as
+    /// [`Fit::First`].
     Stacked,
+    /// *Stacked* with the earlier reading of the pairing: the lowest offset that holds it
+    /// at or above the top of the *previous* placed buffer overlapping it in time, the one
+    /// placed last among those (0 when none does). Needs an engine made by
+    /// [`Engine::stacking`]; elsewhere it reads as [`Fit::First`].
+    StackedPrevious,
 }
 
 /// The unsigned integer that an engine's node lists keep addresses in, counted in units
@@ -560,8 +570,10 @@ pub(crate) struct Engine<'p, W: Word> {
     order: Vec<u32>,
     /// While a trial is open ([`Engine::begin_trial`]), how to undo every placement since.
     journal: Option<Journal<W>>,
-    /// For [`Fit::Stacked`]: which buffer was placed last over each time leaf.
+    /// For [`Fit::StackedPrevious`]: which buffer was placed last over each time leaf.
     recency: Option<Recency>,
+    /// For [`Fit::Stacked`]: the placed buffers whose successor is still to come.
+    unclaimed: Option<Unclaimed>,
     /// Address ranges read by the placements so far ([`Engine::reads`]).
     reads: u64,
     /// What the node lists hold.
@@ -700,6 +712,44 @@ impl Recency {
     }
 }
 
+/// For [`Fit::Stacked`]: the placed buffers that no buffer placed after them overlaps in
+/// time, i.e. whose successor (the first buffer placed after them that overlaps them) is
+/// still to come. Two of them never overlap in time (the later one would be the earlier
+/// one's successor), so their segments are disjoint ranges of leaves, kept here by their
+/// first leaf. The buffer placed next overlapping some of them is their successor: it
+/// sits on all of them, takes them out and puts its own segments in. A segment goes in
+/// once and out once per placement, so a run costs `O(s log s)` for `s` segments in all,
+/// plus, per placement, the binary searches of its own segments; the successors are
+/// found online, without looking ahead in the order (a rectangle's successor is decided
+/// by the buffers placed after it, up to the first that overlaps it).
+#[derive(Default)]
+struct Unclaimed {
+    /// First leaf → (end bound, rank) of every segment of an unclaimed buffer.
+    segments: BTreeMap<u32, (u32, u32)>,
+}
+
+/// One change to [`Unclaimed`], as a rollback undoes it.
+enum UnclaimedEdit {
+    /// A segment with this first leaf went in.
+    Added(u32),
+    /// The segment (first leaf, end bound, rank) went out.
+    Removed(u32, u32, u32),
+}
+
+impl Unclaimed {
+    /// Calls `f` with the rank of every unclaimed segment that shares a leaf with
+    /// `[l, r)`, highest first leaf first (the segments are disjoint: those with a first
+    /// leaf below `r` end in that order too).
+    fn overlapping(&self, l: u32, r: u32, mut f: impl FnMut(u32)) {
+        for (_, &(end, rank)) in self.segments.range(..r).rev() {
+            if end <= l {
+                break;
+            }
+            f(rank);
+        }
+    }
+}
+
 /// Calls `f` with the canonical nodes covering leaves `[l, r)` of a tree with `n` leaves
 /// (iterative layout: leaves at `n..2n`), at most two per level, bottom up.
 fn canonical(n: usize, l: usize, r: usize, mut f: impl FnMut(usize)) {
@@ -778,6 +828,8 @@ struct Journal<W: Word> {
     removed: Vec<Range<W>>,
     /// [`Recency`] edits: (tag list?, node, old value).
     recency: Vec<(bool, u32, u32)>,
+    /// [`Unclaimed`] edits, in the order they were made.
+    unclaimed: Vec<UnclaimedEdit>,
 }
 
 impl<W: Word> Default for Journal<W> {
@@ -787,6 +839,7 @@ impl<W: Word> Default for Journal<W> {
             edits: Vec::new(),
             removed: Vec::new(),
             recency: Vec::new(),
+            unclaimed: Vec::new(),
         }
     }
 }
@@ -1037,6 +1090,7 @@ impl<'p, W: Word> Engine<'p, W> {
             order: Vec::new(),
             journal: None,
             recency: None,
+            unclaimed: None,
             reads: 0,
             layout,
             tree,
@@ -1050,20 +1104,85 @@ impl<'p, W: Word> Engine<'p, W> {
         }
     }
 
-    /// An empty arena that can also place with [`Fit::Stacked`] (it keeps track of the
-    /// order of placement over time, at `O(log² T)` per placement).
-    pub(crate) fn stacking(problem: &'p Problem) -> Engine<'p, W> {
-        Engine::new(problem).stacked()
+    /// An empty arena that can also place with `fit` when it is one of the stacked rules:
+    /// it keeps track of the unclaimed placed buffers ([`Fit::Stacked`], `O(log s)` per
+    /// segment placed) or of the order of placement over time ([`Fit::StackedPrevious`],
+    /// `O(log² T)` per placement).
+    pub(crate) fn stacking(problem: &'p Problem, fit: Fit) -> Engine<'p, W> {
+        Engine::new(problem).stacked(fit)
     }
 
-    /// This (empty) engine, able to place with [`Fit::Stacked`] too.
-    fn stacked(mut self) -> Engine<'p, W> {
-        self.recency = Some(Recency::new(self.leaves));
+    /// This (empty) engine, able to place with `fit` too (unchanged for a fit that is not
+    /// stacked).
+    fn stacked(mut self, fit: Fit) -> Engine<'p, W> {
+        match fit {
+            Fit::Stacked => self.unclaimed = Some(Unclaimed::default()),
+            Fit::StackedPrevious => self.recency = Some(Recency::new(self.leaves)),
+            Fit::First | Fit::Best => {}
+        }
         self
     }
 
-    /// [`Fit::Stacked`]'s floor: the top of the buffer placed last among the placed ones
-    /// overlapping rank `rank` in time, or 0.
+    /// [`Fit::Stacked`]'s floor: the highest top of the placed buffers that rank `rank`
+    /// is the successor of (those overlapping it in time that no buffer placed since
+    /// overlaps), or 0 when there are none.
+    fn successor_floor(&self, rank: usize) -> u64 {
+        let Some(unclaimed) = &self.unclaimed else {
+            return 0;
+        };
+        let mut floor = 0;
+        for index in self.segments_of(rank) {
+            let s = self.segments[index];
+            unclaimed.overlapping(s.start_leaf, s.end_bound, |j| {
+                // `place` was given an offset whose top fits in a u64.
+                floor = floor.max(self.offsets[j as usize] + self.shapes[j as usize].size);
+            });
+        }
+        floor
+    }
+
+    /// Records that rank `rank`, just placed, is the successor of every unclaimed buffer
+    /// it overlaps in time: they go out of [`Unclaimed`] (every segment of theirs), and
+    /// its own segments go in.
+    fn claim(&mut self, rank: usize) {
+        let Some(unclaimed) = &mut self.unclaimed else {
+            return;
+        };
+        let (first, segments) = (&self.segment_first, &self.segments);
+        let mut edits = self.journal.as_mut().map(|j| &mut j.unclaimed);
+        let mut record = |edit: UnclaimedEdit| {
+            if let Some(edits) = edits.as_mut() {
+                edits.push(edit);
+            }
+        };
+        let mut claimed = Vec::new();
+        for index in first[rank]..first[rank + 1] {
+            let s = segments[index as usize];
+            // The unclaimed buffers it overlaps, all found before any is taken out (one
+            // with several segments overlapping this one comes once per segment; the
+            // second time its segments are gone already).
+            unclaimed.overlapping(s.start_leaf, s.end_bound, |j| claimed.push(j));
+            for j in claimed.drain(..) {
+                for other in first[j as usize]..first[j as usize + 1] {
+                    let t = segments[other as usize];
+                    if let Some((end, owner)) = unclaimed.segments.remove(&t.start_leaf) {
+                        debug_assert_eq!(owner, j);
+                        record(UnclaimedEdit::Removed(t.start_leaf, end, owner));
+                    }
+                }
+            }
+        }
+        for index in first[rank]..first[rank + 1] {
+            let s = segments[index as usize];
+            unclaimed
+                .segments
+                .insert(s.start_leaf, (s.end_bound, rank as u32));
+            record(UnclaimedEdit::Added(s.start_leaf));
+        }
+    }
+
+    /// [`Fit::StackedPrevious`]'s floor: the top of the buffer placed last among the
+    /// placed ones overlapping rank `rank` in time, or 0.
     fn stacked_floor(&self, rank: usize) -> u64 {
         let Some(recency) = &self.recency else {
             return 0;
@@ -1209,8 +1328,9 @@ impl<'p, W: Word> Engine<'p, W> {
     /// place it.
     fn find(&mut self, rank: usize, fit: Fit) -> Result<u64, PlanError> {
         let floor = match fit {
-            Fit::Stacked => self.stacked_floor(rank),
-            _ => 0,
+            Fit::Stacked => self.successor_floor(rank),
+            Fit::StackedPrevious => self.stacked_floor(rank),
+            Fit::First | Fit::Best => 0,
         };
         self.find_from(rank, fit, floor)
     }
@@ -1462,6 +1582,7 @@ impl<'p, W: Word> Engine<'p, W> {
             // It occupies nothing: no node list gets a range.
             return Ok(());
         }
+        self.claim(rank);
         if let Some(recency) = &mut self.recency {
             recency.sequence.push(rank as u32);
             let value = recency.sequence.len() as u32;
@@ -1658,6 +1779,18 @@ impl<'p, W: Word> Engine<'p, W> {
                 .count();
             let kept = recency.sequence.len() - sized;
             recency.sequence.truncate(kept);
+        }
+        if let Some(unclaimed) = &mut self.unclaimed {
+            for edit in journal.unclaimed.iter().rev() {
+                match *edit {
+                    UnclaimedEdit::Added(start) => {
+                        unclaimed.segments.remove(&start);
+                    }
+                    UnclaimedEdit::Removed(start, end, rank) => {
+                        unclaimed.segments.insert(start, (end, rank));
+                    }
+                }
+            }
         }
         for &rank in &journal.placed {
             self.placed[rank as usize] = false;
@@ -2030,7 +2163,7 @@ impl Gaps {
         let cursor = self.floor_or_highest_end;
         if let Some(candidate) = fit_in_gap(cursor, lo, self.size, self.alignment) {
             match self.fit {
-                Fit::First | Fit::Stacked => return Some(candidate),
+                Fit::First | Fit::Stacked | Fit::StackedPrevious => return Some(candidate),
                 Fit::Best => {
                     let room = lo - (candidate + self.size);
                     if room == 0 {
@@ -2191,10 +2324,7 @@ fn plan_in_word<W: Word>(
     if let Some(halves) = Halves::of(problem, fit) {
         return halves.plan::<W>(problem, order);
     }
-    let mut engine = Engine::<W>::ordered(problem, order);
-    if fit == Fit::Stacked {
-        engine = engine.stacked();
-    }
+    let mut engine = Engine::<W>::ordered(problem, order).stacked(fit);
     engine.place_fixed()?;
     let deadline = DEADLINE.with(Cell::get);
     // Ranks `0..ordered` are the order's buffers, in its order.
@@ -2645,6 +2775,9 @@ pub(crate) fn with_deadline<T>(deadline: Instant, f: impl FnOnce() -> T) -> T {
 mod tests {
     use super::*;
 
+    /// Every fit.
+    const FITS: [Fit; 4] = [Fit::First, Fit::Best, Fit::Stacked, Fit::StackedPrevious];
+
     /// Every layout, `Blocks` with blocks small enough for the tests' few leaves to hold
     /// whole blocks, runs of four, and windows without one.
     const LAYOUTS: [Layout; 5] = [
@@ -2828,6 +2961,7 @@ mod tests {
         assert!(Halves::of(&below, Fit::First).is_none());
         assert!(Halves::of(&at, Fit::Best).is_none());
         assert!(Halves::of(&at, Fit::Stacked).is_none());
+        assert!(Halves::of(&at, Fit::StackedPrevious).is_none());
         let mut fixed = buffers(Halves::SPLIT_FROM);
         fixed[5].fixed_offset = Some(0);
         assert!(Halves::of(&Problem::from_buffers(fixed).unwrap(), Fit::First).is_none());
@@ -2867,6 +3001,48 @@ mod tests {
         Problem::new(buffers, [(BufferId(0), BufferId(1))]).unwrap()
     }
 
+    /// Two earlier buffers whose successor is the same: `x` (on `a`) and `y` (bottom,
+    /// nobody's successor) are both first overlapped by `z`. With the source's pairing
+    /// `z` sits on both (at the higher top, `x`'s); with the previous-in-order pairing it
+    /// sits on `y`, the one placed last, and fits there under `x`. A trial of `z`, rolled
+    /// back, leaves `x` and `y` unclaimed.
+    #[test]
+    fn stacked_pairs_with_the_successor_stacked_previous_with_the_predecessor() {
+        let problem = Problem::from_buffers(vec![
+            Buffer::new("a", 8, 0, 1),
+            Buffer::new("x", 4, 0, 2),
+            Buffer::new("y", 2, 2, 4),
+            Buffer::new("z", 1, 1, 3),
+        ])
+        .unwrap();
+        let successor = plan_in_order(&problem, [0, 1, 2, 3], Fit::Stacked).unwrap();
+        // a 0; x is a's successor: on a, 8; y overlaps neither: 0; z is the successor of
+        // x (top 12) and y (top 2): 12.
+        assert_eq!(successor.offsets, vec![0, 8, 0, 12]);
+        assert!(crate::checker::check(&problem, &successor).is_valid());
+        let previous = plan_in_order(&problem, [0, 1, 2, 3], Fit::StackedPrevious).unwrap();
+        // z's previous overlapping buffer is y (top 2); [2, 3) is free over [1, 3).
+        assert_eq!(previous.offsets, vec![0, 8, 0, 2]);
+        assert!(crate::checker::check(&problem, &previous).is_valid());
+        for fit in [Fit::Stacked, Fit::StackedPrevious] {
+            let mut engine = Engine::<u64>::stacking(&problem, fit);
+            for i in 0..3 {
+                engine.place_with(i, fit).unwrap();
+            }
+            engine.begin_trial();
+            let z = engine.place_with(3, fit).unwrap();
+            engine.rollback();
+            assert_eq!(engine.place_with(3, fit), Ok(z));
+        }
+        // After z, a buffer over [2, 4) is the successor of z only (y was claimed by z).
+        let mut more = problem.buffers().to_vec();
+        more.push(Buffer::new("w", 1, 2, 4));
+        let more = Problem::from_buffers(more).unwrap();
+        let plan = plan_in_order(&more, [0, 1, 2, 3, 4], Fit::Stacked).unwrap();
+        assert_eq!(plan.offsets, vec![0, 8, 0, 12, 13]);
+        assert!(crate::checker::check(&more, &plan).is_valid());
+    }
+
     #[test]
     fn a_u32_engine_refuses_what_it_cannot_hold_and_a_u64_run_places_it() {
         let problem = past_u32();
@@ -2884,7 +3060,7 @@ mod tests {
         assert_eq!(wide.place_with(1, Fit::First), Ok((3 << 30) + 1));
         assert!(!wide.word_overflow());
         // A greedy run starts with `u32` lists and makes the run again with `u64` ones.
-        for fit in [Fit::First, Fit::Best, Fit::Stacked] {
+        for fit in FITS {
             let plan = plan_in_order(&problem, [0, 1], fit).unwrap();
             assert_eq!(plan.offset(BufferId(1)), (3 << 30) + 1, "{fit:?}");
             assert!(crate::checker::check(&problem, &plan).is_valid(), "{fit:?}");
@@ -2942,9 +3118,7 @@ mod tests {
         layout: Layout,
     ) -> Vec<u64> {
         let mut engine = Engine::<u64>::of_members(problem, &[], |_| true, Some(layout));
-        if fit == Fit::Stacked {
-            engine = engine.stacked();
-        }
+        engine = engine.stacked(fit);
         if all {
             engine.nodes.iter_mut().for_each(|node| {
                 node.read_inside = true;
@@ -2977,9 +3151,7 @@ mod tests {
         layout: Layout,
     ) -> (Vec<u64>, Vec<u64>) {
         let mut engine = Engine::<W>::of_members(problem, ranked, |_| true, Some(layout));
-        if fit == Fit::Stacked {
-            engine = engine.stacked();
-        }
+        engine = engine.stacked(fit);
         engine.begin_trial();
         let trial = order[order.len() / 2..]
             .iter()
@@ -3017,11 +3189,25 @@ mod tests {
             .map(range)
             .collect();
         let floor = match fit {
-            Fit::Stacked => sized()
+            // The placed buffers whose successor (the first buffer placed after them
+            // that is live with them) is `buffer`: live with it, and with none placed
+            // after them.
+            Fit::Stacked => (0..placed.len())
+                .filter(|&k| buffers[placed[k].0].size > 0)
+                .filter(|&k| b.live_together(&buffers[placed[k].0]))
+                .filter(|&k| {
+                    placed[k + 1..].iter().all(|&(j, _)| {
+                        buffers[j].size == 0 || !buffers[j].live_together(&buffers[placed[k].0])
+                    })
+                })
+                .map(|k| range(&placed[k]).1)
+                .max()
+                .unwrap_or(0),
+            Fit::StackedPrevious => sized()
                 .rev()
                 .find(|&&(j, _)| b.live_together(&buffers[j]))
                 .map_or(0, |p| range(p).1),
-            _ => 0,
+            Fit::First | Fit::Best => 0,
         };
         let free = |x: u64| avoid.iter().all(|&(lo, hi)| x + b.size <= lo || hi <= x);
         let mut candidates: Vec<u64> = std::iter::once(floor)
@@ -3033,7 +3219,7 @@ mod tests {
         candidates.sort_unstable();
         let top = avoid.iter().map(|r| r.1).fold(floor, u64::max);
         match fit {
-            Fit::First | Fit::Stacked => candidates[0],
+            Fit::First | Fit::Stacked | Fit::StackedPrevious => candidates[0],
             Fit::Best => candidates
                 .iter()
                 .filter_map(|&x| {
@@ -3167,7 +3353,7 @@ mod tests {
                 .take(n * (seed as usize % 3) / 2)
                 .map(|&i| i as u32)
                 .collect();
-            for (fit, layout) in [Fit::First, Fit::Best, Fit::Stacked]
+            for (fit, layout) in FITS
                 .into_iter()
                 .flat_map(|fit| LAYOUTS.map(|layout| (fit, layout)))
             {
@@ -3251,7 +3437,7 @@ mod tests {
             let problem = Problem::from_buffers(buffers).unwrap();
             let mut order: Vec<u32> = (0..problem.len() as u32).collect();
             order.sort_by_key(|&i| (i as u64).wrapping_mul(seed | 1) % 97);
-            for fit in [Fit::First, Fit::Best, Fit::Stacked] {
+            for fit in FITS {
                 let all = offsets_with(&problem, &order, fit, true, Layout::Starts);
                 for layout in LAYOUTS {
                     proptest::prop_assert_eq!(

@@ -18,8 +18,15 @@
 //! 2. Place them in that order under a [`Placement`] rule: *bottom-aligned*, at the lowest
 //!    offset where it shares no byte with a placed buffer it must not share bytes with
 //!    (the shared `placement` engine with first-fit); or *stacked*, the same at or above
-//!    the top of the nearest-in-order placed buffer overlapping it in time. Fixed buffers
-//!    are placed first.
+//!    a floor. `stacked` pairs as the source does (methods.md §5, corrected again): each
+//!    buffer's partner is its *successor*, the next buffer in the order that overlaps it
+//!    in time, which sits on it; a buffer that is the successor of several has its floor
+//!    at the highest of their tops, one that is nobody's successor has none (0).
+//!    `stacked-previous` pairs the other way: the floor is the top of the previous buffer
+//!    in the order that overlaps it in time (the one placed last). The successors are
+//!    found online, as the buffers are placed (a buffer's successor is decided by the
+//!    first buffer placed after it that overlaps it), in `O(log n)` per live segment.
+//!    Fixed buffers are placed first (they come first in the order).
 //! 3. While the arena exceeds the threshold `T` (the max-live bound), adjust the order and
 //!    place again, until a *goal* is met ([`Stop`]): the arena is `<= T`; the adjusted
 //!    order is one already placed; `max_iters` adjustments were made; or the next
@@ -146,21 +153,38 @@ pub enum Placement {
     /// At the lowest offset where it overlaps no placed rectangle it must not share bytes
     /// with.
     Bottom,
-    /// Its bottom at the top of the nearest-in-order rectangle (the one placed last) that
-    /// overlaps it in time, or, when a rectangle placed earlier is in the way there, at the
-    /// lowest offset above that top where it fits; at 0 when none overlaps it.
+    /// The source's pairing (methods.md §5, corrected again): each rectangle is paired
+    /// with its *successor*, the next rectangle in the order that overlaps it in time, and
+    /// the successor sits on it. A rectangle that is the successor of several (they
+    /// overlap it, and no rectangle between them and it in the order overlaps them) sits
+    /// on all of them: its bottom at the highest of their tops or, when a rectangle placed
+    /// earlier is in the way there, at the lowest offset above that where it fits. A
+    /// rectangle that is nobody's successor is bottom-aligned.
     Stacked,
+    /// The earlier reading of the pairing: its bottom at the top of the *previous*
+    /// rectangle in the order that overlaps it in time (the one placed last), or at the
+    /// lowest offset above that top where it fits; at 0 when none overlaps it. Gives the
+    /// same plans as [`Placement::Stacked`] on the source's example, not when two
+    /// rectangles share their successor.
+    StackedPrevious,
 }
 
 impl Placement {
-    /// Both rules, bottom-aligned first.
+    /// The rules of the portfolio, bottom-aligned first, then the source's stacked rule.
     pub const ALL: [Placement; 2] = [Placement::Bottom, Placement::Stacked];
+    /// Every rule: those of the portfolio and [`Placement::StackedPrevious`].
+    pub const EVERY: [Placement; 3] = [
+        Placement::Bottom,
+        Placement::Stacked,
+        Placement::StackedPrevious,
+    ];
 
-    /// The name used in `--placement` and `strip:placement=`: `bottom` or `stacked`.
+    /// The name used in `strip:placement=`: `bottom`, `stacked` or `stacked-previous`.
     pub fn name(self) -> &'static str {
         match self {
             Placement::Bottom => "bottom",
             Placement::Stacked => "stacked",
+            Placement::StackedPrevious => "stacked-previous",
         }
     }
 
@@ -168,6 +192,7 @@ impl Placement {
         match self {
             Placement::Bottom => Fit::First,
             Placement::Stacked => Fit::Stacked,
+            Placement::StackedPrevious => Fit::StackedPrevious,
         }
     }
 }
@@ -175,13 +200,14 @@ impl Placement {
 impl std::str::FromStr for Placement {
     type Err = String;
 
-    /// `bottom` (or `bottom-aligned`) and `stacked`.
+    /// `bottom` (or `bottom-aligned`), `stacked` and `stacked-previous`.
     fn from_str(text: &str) -> Result<Placement, String> {
         match text.trim() {
             "bottom" | "bottom-aligned" => Ok(Placement::Bottom),
             "stacked" => Ok(Placement::Stacked),
+            "stacked-previous" => Ok(Placement::StackedPrevious),
             other => Err(format!(
-                "unknown placement rule '{other}': strip places 'bottom' (bottom-aligned, the lowest offset that fits) or 'stacked' (on top of the nearest-in-order rectangle live with it)"
+                "unknown placement rule '{other}': strip places 'bottom' (bottom-aligned, the lowest offset that fits), 'stacked' (the source's pairing: on top of the earlier rectangles it is the next overlapping one of) or 'stacked-previous' (on top of the previous rectangle in the order live with it)"
             )),
         }
     }
@@ -465,7 +491,7 @@ impl Planner for Strip {
     }
 
     fn description(&self) -> &'static str {
-        "strip packing: metric order (a portfolio of metrics, directions, bottom-aligned or stacked), tuned by peak suppression until arena <= max-live"
+        "strip packing: metric order (a portfolio of metrics, directions, bottom-aligned or stacked on the earlier rectangles it is the next overlapping one of), tuned by peak suppression until arena <= max-live"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
@@ -644,10 +670,7 @@ fn suppress_in<W: Word>(
             .filter(|&i| risk[i as usize] == r)
             .collect()
     };
-    let mut engine = match fit {
-        Fit::Stacked => Engine::<W>::stacking(problem),
-        _ => Engine::<W>::new(problem),
-    };
+    let mut engine = Engine::<W>::stacking(problem, fit);
     // Stops at the first overflow of `W`, a trial's too (which `tune_cluster` swallows):
     // what would follow differs from a `u64` run.
     let placed = (|| -> Result<Vec<u32>, PlanError> {
