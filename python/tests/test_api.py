@@ -254,3 +254,19 @@ def test_a_plan_records_its_alignment_and_its_problem():
 def test_a_bad_time_limit_is_a_value_error_naming_it(bad):
     with pytest.raises(ValueError, match="time_limit"):
         memplan.plan(three(), "search", time_limit=bad)
+
+
+def test_search_proves_a_bound_above_max_live_and_reports_it():
+    # Two 3-byte buffers aligned to 4 and live together: max-live says 6, but the second
+    # cannot start before 4, so 7 is optimal, and search proves it.
+    problem = memplan.Problem(
+        [memplan.Buffer("a", 3, 0, 2, alignment=4), memplan.Buffer("b", 3, 0, 2, alignment=4)]
+    )
+    result = memplan.plan(problem, "search", time_limit=5.0, threads=1)
+    assert result.proven_optimal is True
+    assert (result.arena, result.max_live, result.lower_bound) == (7, 6, 7)
+    assert result.ratio == 1.0
+    data = json.loads(result.to_json(problem))
+    assert (data["lower_bound_bytes"], data["search_lower_bound"]) == (6, 7)
+    # Other planners keep max-live as their bound.
+    assert memplan.plan(problem, "best-of").lower_bound == 6
