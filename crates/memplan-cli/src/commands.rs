@@ -132,7 +132,9 @@ impl From<memplan_session::run::Output> for Outcome {
         let (chosen, attempts, strip, search) = match out.stats {
             Stats::None => (None, Vec::new(), None, None),
             Stats::BestOf { chosen, attempts } => (Some(chosen), attempts, None, None),
-            Stats::Strip { options, outcome } => (None, Vec::new(), Some((options, *outcome)), None),
+            Stats::Strip { options, outcome } => {
+                (None, Vec::new(), Some((options, *outcome)), None)
+            }
             Stats::Search(outcome) => (None, Vec::new(), None, Some(*outcome)),
         };
         Outcome {

@@ -142,8 +142,8 @@ enum Command {
         files: Vec<PathBuf>,
         /// Comma-separated planner specs (default: every planner): a name, or a name with
         /// options after `:` such as `exclusive:rules=edges+outputs`, `exclusive:fragmented`,
-        /// `npu:match=lifetime`, `npu:platform=FILE` (see doc/planners.md); each is a column
-        /// named by its spec.
+        /// `exclusive:orders=all` (valid in every execution order), `npu:match=size`,
+        /// `npu:platform=FILE` (see doc/planners.md); each is a column named by its spec.
         #[arg(long, short, value_delimiter = ',')]
         planners: Vec<String>,
         /// Output format.
@@ -295,7 +295,9 @@ struct GraphArgs {
     order: OrderArg,
     /// `--planner exclusive`: the exclusivity rules to apply, comma-separated, of
     /// `edges`, `branches`, `outputs` (or `none`); rule 4 (blocks live at the same step)
-    /// always applies. See doc/exclusive.md.
+    /// always applies. Its plans are valid in the file's execution order only (rule 2 does
+    /// not make running branches concurrently safe); `--planner exclusive:orders=all`
+    /// plans for every order the edges allow. See doc/exclusive.md.
     #[arg(long, value_name = "RULES", default_value = "edges,branches,outputs", value_parser = memplan_graph::Rules::parse)]
     exclusive_rules: memplan_graph::Rules,
     /// `--planner exclusive`: let a block spread over several reusable pieces (the plan

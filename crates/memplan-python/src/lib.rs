@@ -301,7 +301,10 @@ impl PlanResult {
         let mut extra = serde_json::Map::new();
         if let Some(p) = self.proven_optimal {
             extra.insert("proven_optimal".into(), serde_json::json!(p));
-            extra.insert("search_lower_bound".into(), serde_json::json!(self.lower_bound));
+            extra.insert(
+                "search_lower_bound".into(),
+                serde_json::json!(self.lower_bound),
+            );
         }
         if let Some(c) = &self.chosen {
             extra.insert("chosen_planner".into(), serde_json::json!(c));
@@ -555,7 +558,9 @@ fn plan(
         .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))?;
     py.detach(|| verify(core, &output.plan, base.name()))
         .map_err(|e| MemplanError::new_err(e.to_string()))?;
-    let search = output.search().map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
+    let search = output
+        .search()
+        .map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
     Ok(PlanResult {
         arena: output.plan.arena_bytes.unwrap_or(0),
         chosen: output.chosen().map(str::to_string),

@@ -243,7 +243,8 @@ mod tests {
                     assert_eq!(bounds.proven, Some(s.arena.max(56)));
                     assert_eq!(bounds.best(), s.arena);
                 }
-                (Algorithm::Strip(_), Stats::Strip { .. }) | (Algorithm::Planner(_), Stats::None) => {
+                (Algorithm::Strip(_), Stats::Strip { .. })
+                | (Algorithm::Planner(_), Stats::None) => {
                     assert_eq!(bounds.proven, None)
                 }
                 _ => panic!("{}: wrong stats", algorithm.name()),
@@ -257,6 +258,9 @@ mod tests {
         let p = problem();
         let broken = Plan::new(&p, vec![0, 0, 0, 0]).unwrap();
         let e = verify(&p, &broken, "naive").unwrap_err().to_string();
-        assert!(e.contains("planner 'naive'") && e.contains("violations"), "{e}");
+        assert!(
+            e.contains("planner 'naive'") && e.contains("violations"),
+            "{e}"
+        );
     }
 }

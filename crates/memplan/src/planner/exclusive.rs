@@ -70,7 +70,7 @@ impl Planner for Exclusive {
     }
 
     fn description(&self) -> &'static str {
-        "methods.md §1: largest first, lowest memory under no exclusive block, else grow the pool (exclusivity from the graph)"
+        "exclusive-operator reuse: largest first, lowest memory under no exclusive block, else grow the pool (exclusivity from the graph; valid in the file's order, orders=all for every order)"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
