@@ -189,7 +189,7 @@ pub fn plan(
     // A spec's options (`exclusive:rules=edges`, `npu:match=lifetime`) override the flags.
     let spec = PlannerSpec::parse(planner_name)?;
     let settings = &spec.settings(settings);
-    let npu_args = &spec.npu_args(extras.npu);
+    let npu_args = &crate::npu::spec_args(&spec, extras.npu);
     let planner = spec.planner(settings);
     check_fragmented(planner, settings)?;
     let strip = spec.strip(extras.metric, extras.max_iters)?;
@@ -1157,7 +1157,7 @@ pub fn bench(
             let strip = spec.strip(None, None)?;
             // `npu` plans its own problem with the method's groups.
             let npu = if planner.name() == planner::Npu::default().name() {
-                let args = spec.npu_args(npu_args);
+                let args = crate::npu::spec_args(spec, npu_args);
                 Some(crate::npu::prepare(file, &loaded, &settings, &args, 1)?)
             } else {
                 None

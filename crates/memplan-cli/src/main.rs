@@ -16,7 +16,7 @@ mod inspect;
 mod npu;
 mod pool;
 mod progress;
-mod spec;
+use memplan_session::spec;
 mod swap;
 mod table;
 mod tflite;

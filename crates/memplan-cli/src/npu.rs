@@ -16,6 +16,8 @@ use crate::commands::emit;
 use crate::input::{self, GraphSettings, Loaded};
 use crate::table::{bytes, columns, key_values};
 use crate::InspectFormat;
+use memplan_session::spec::PlannerSpec;
+pub use memplan_session::spec::{parse_group1, parse_slack};
 
 /// `--platform`: the platform description of `--planner npu` and `inspect --operators`.
 #[derive(Args, Clone, Debug, Default)]
@@ -53,20 +55,6 @@ pub struct NpuArgs {
     pub slack: Option<Slack>,
 }
 
-/// `--slack` and the spec option `slack=`.
-pub fn parse_slack(text: &str) -> Result<Slack, String> {
-    Slack::parse(text).ok_or_else(|| {
-        format!("'{text}' is neither a percentage (0, 25, 25%) nor 'any' (how much larger a matching pool buffer may be)")
-    })
-}
-
-/// `--group1` and the spec option `group1=`.
-pub fn parse_group1(text: &str) -> Result<AcceleratorBuffers, String> {
-    AcceleratorBuffers::parse(text).ok_or_else(|| {
-        format!("'{text}' is none of pooled, reusable, dedicated (how group 1 gets memory)")
-    })
-}
-
 /// `--npu-layout` and the spec option `layout=`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum LayoutArg {
@@ -101,6 +89,14 @@ pub enum MatchArg {
 }
 
 impl MatchArg {
+    fn of(rule: Match) -> MatchArg {
+        match rule {
+            Match::Exact => MatchArg::Exact,
+            Match::Size => MatchArg::Size,
+            Match::Lifetime => MatchArg::Lifetime,
+        }
+    }
+
     fn rule(self) -> Match {
         match self {
             MatchArg::Exact => Match::Exact,
@@ -108,6 +104,30 @@ impl MatchArg {
             MatchArg::Lifetime => Match::Lifetime,
         }
     }
+}
+
+/// The npu flags of `spec`: `args` with the spec's npu options over them.
+pub fn spec_args(spec: &PlannerSpec, args: &NpuArgs) -> NpuArgs {
+    let mut args = args.clone();
+    if let Some(rule) = spec.match_rule() {
+        args.match_rule = MatchArg::of(rule);
+    }
+    if let Some(path) = spec.platform() {
+        args.platform.platform = Some(path.to_path_buf());
+    }
+    if let Some(group1) = spec.group1() {
+        args.group1 = Some(group1);
+    }
+    if let Some(layout) = spec.layout() {
+        args.layout = match layout {
+            Layout::Offsets => LayoutArg::Offsets,
+            Layout::EndToEnd => LayoutArg::EndToEnd,
+        };
+    }
+    if let Some(slack) = spec.slack() {
+        args.slack = Some(slack);
+    }
+    args
 }
 
 impl NpuArgs {
@@ -593,4 +613,40 @@ pub fn inspect_operators(
     };
     emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::*;
+
+    /// A spec's npu options override the flags for that spec only.
+    #[test]
+    fn spec_options_override_the_npu_flags() {
+        let spec =
+            PlannerSpec::parse("npu:platform=platforms/npu-pooled.json:match=lifetime").unwrap();
+        let args = spec_args(&spec, &NpuArgs::default());
+        assert_eq!(args.match_rule, MatchArg::Lifetime);
+        assert_eq!(
+            args.platform.platform.as_deref(),
+            Some(Path::new("platforms/npu-pooled.json"))
+        );
+        let plain = PlannerSpec::parse("npu").unwrap();
+        let flags = NpuArgs {
+            match_rule: MatchArg::Lifetime,
+            ..NpuArgs::default()
+        };
+        assert_eq!(spec_args(&plain, &flags).match_rule, MatchArg::Lifetime);
+        let size = PlannerSpec::parse("npu:match=size").unwrap();
+        assert_eq!(spec_args(&size, &flags).match_rule, MatchArg::Size);
+        // The method's size match is `size`, unbounded unless a slack is given; the
+        // default is the named deviation `exact`.
+        assert_eq!(spec_args(&size, &NpuArgs::default()).slack, None);
+        assert_eq!(NpuArgs::default().match_rule, MatchArg::Exact);
+        let bounded = PlannerSpec::parse("npu:match=size:slack=25").unwrap();
+        let args = spec_args(&bounded, &NpuArgs::default());
+        assert_eq!(
+            (args.match_rule, args.slack),
+            (MatchArg::Size, Some(Slack::Percent(25)))
+        );
+    }
 }

@@ -13,3 +13,4 @@
 
 pub mod input;
 pub mod run;
+pub mod spec;

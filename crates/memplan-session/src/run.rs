@@ -118,7 +118,7 @@ pub fn run(problem: &Problem, algorithm: &Algorithm, hooks: &Hooks) -> Result<Ou
             (
                 outcome.plan.clone(),
                 Stats::Strip {
-                    options: options.clone(),
+                    options: *options,
                     outcome: Box::new(outcome),
                 },
             )

@@ -29,18 +29,45 @@
 //! Examples: `exclusive:rules=edges+outputs`, `exclusive:fragmented`, `npu:match=lifetime`,
 //! `npu:platform=platforms/npu-pooled.json:match=lifetime`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use clap::ValueEnum;
+use memplan::planner::npu::{Layout, Match};
 use memplan::planner::strip::{Direction, Placement};
+use memplan::planner::Slack;
 use memplan::planner::{self, Metric, Planner, Strip};
+use memplan_graph::AcceleratorBuffers;
 use memplan_graph::Rules;
 
 use crate::input::GraphSettings;
-use crate::npu::{parse_group1, parse_slack, LayoutArg, MatchArg, NpuArgs};
-use memplan::planner::Slack;
-use memplan_graph::AcceleratorBuffers;
+
+/// `--slack` and the spec option `slack=`.
+pub fn parse_slack(text: &str) -> Result<Slack, String> {
+    Slack::parse(text).ok_or_else(|| {
+        format!("'{text}' is neither a percentage (0, 25, 25%) nor 'any' (how much larger a matching pool buffer may be)")
+    })
+}
+
+/// `--group1` and the spec option `group1=`.
+pub fn parse_group1(text: &str) -> Result<AcceleratorBuffers, String> {
+    AcceleratorBuffers::parse(text).ok_or_else(|| {
+        format!("'{text}' is none of pooled, reusable, dedicated (how group 1 gets memory)")
+    })
+}
+
+/// npu's match rule by its name (`exact`, `size`, `lifetime`).
+pub fn parse_match(text: &str) -> Option<Match> {
+    [Match::Exact, Match::Size, Match::Lifetime]
+        .into_iter()
+        .find(|m| m.name() == text)
+}
+
+/// npu's layout by its name (`offsets`, `end-to-end`).
+pub fn parse_layout(text: &str) -> Option<Layout> {
+    [Layout::Offsets, Layout::EndToEnd]
+        .into_iter()
+        .find(|l| l.name() == text)
+}
 
 /// A planner with the options of its spec.
 #[derive(Clone, Debug)]
@@ -57,7 +84,7 @@ pub struct PlannerSpec {
     /// `exclusive`'s `orders=all`.
     all_orders: bool,
     /// `npu`'s `match=`.
-    match_rule: Option<MatchArg>,
+    match_rule: Option<Match>,
     /// `npu`'s `platform=`.
     platform: Option<PathBuf>,
     /// `strip`'s `metric=`, `order=`, `placement=`, `max-iters=` and `max-reads=` (unset:
@@ -70,7 +97,7 @@ pub struct PlannerSpec {
     /// `npu`'s `group1=`.
     group1: Option<AcceleratorBuffers>,
     /// `npu`'s `layout=`.
-    layout: Option<LayoutArg>,
+    layout: Option<Layout>,
     /// `npu`'s `slack=`.
     slack: Option<Slack>,
 }
@@ -179,7 +206,7 @@ impl PlannerSpec {
                 }
                 "match" if is_npu => {
                     let value = needs_value(value)?;
-                    let rule = MatchArg::from_str(&value, false).map_err(|_| {
+                    let rule = parse_match(&value).ok_or_else(|| {
                         anyhow::anyhow!(
                             "planner spec '{text}': option 'match' of planner 'npu': '{value}' is none of 'exact', 'size' and 'lifetime'"
                         )
@@ -243,7 +270,7 @@ impl PlannerSpec {
                 }
                 "layout" if is_npu => {
                     let value = needs_value(value)?;
-                    spec.layout = Some(LayoutArg::from_str(&value, false).map_err(|_| {
+                    spec.layout = Some(parse_layout(&value).ok_or_else(|| {
                         anyhow::anyhow!(
                             "planner spec '{text}': option 'layout' of planner 'npu': '{value}' is neither 'offsets' nor 'end-to-end'"
                         )
@@ -317,25 +344,29 @@ impl PlannerSpec {
         }))
     }
 
-    /// The npu flags of this spec: `args` with the spec's npu options.
-    pub fn npu_args(&self, args: &NpuArgs) -> NpuArgs {
-        let mut args = args.clone();
-        if let Some(rule) = self.match_rule {
-            args.match_rule = rule;
-        }
-        if let Some(path) = &self.platform {
-            args.platform.platform = Some(path.clone());
-        }
-        if let Some(group1) = self.group1 {
-            args.group1 = Some(group1);
-        }
-        if let Some(layout) = self.layout {
-            args.layout = layout;
-        }
-        if let Some(slack) = self.slack {
-            args.slack = Some(slack);
-        }
-        args
+    /// npu's `match=`, when the spec sets it.
+    pub fn match_rule(&self) -> Option<Match> {
+        self.match_rule
+    }
+
+    /// npu's `platform=`, when the spec sets it.
+    pub fn platform(&self) -> Option<&Path> {
+        self.platform.as_deref()
+    }
+
+    /// npu's `group1=`, when the spec sets it.
+    pub fn group1(&self) -> Option<AcceleratorBuffers> {
+        self.group1
+    }
+
+    /// npu's `layout=`, when the spec sets it.
+    pub fn layout(&self) -> Option<Layout> {
+        self.layout
+    }
+
+    /// npu's `slack=`, when the spec sets it.
+    pub fn slack(&self) -> Option<Slack> {
+        self.slack
     }
 }
 
@@ -364,36 +395,29 @@ mod tests {
 
         let spec =
             PlannerSpec::parse("npu:platform=platforms/npu-pooled.json:match=lifetime").unwrap();
-        let args = spec.npu_args(&NpuArgs::default());
-        assert_eq!(args.match_rule, MatchArg::Lifetime);
+        assert_eq!(spec.match_rule(), Some(Match::Lifetime));
         assert_eq!(
-            args.platform.platform.as_deref(),
+            spec.platform(),
             Some(std::path::Path::new("platforms/npu-pooled.json"))
         );
         assert_eq!(
             spec.label,
             "npu:platform=platforms/npu-pooled.json:match=lifetime"
         );
-
         let plain = PlannerSpec::parse("npu").unwrap();
-        let flags = NpuArgs {
-            match_rule: MatchArg::Lifetime,
-            ..NpuArgs::default()
-        };
-        assert_eq!(plain.npu_args(&flags).match_rule, MatchArg::Lifetime);
+        assert_eq!((plain.match_rule(), plain.slack()), (None, None));
         let size = PlannerSpec::parse("npu:match=size").unwrap();
-        assert_eq!(size.npu_args(&flags).match_rule, MatchArg::Size);
-        // The method's size match is `size`, unbounded unless a slack is given; the
-        // default is the named deviation `exact`.
-        assert_eq!(size.npu_args(&NpuArgs::default()).slack, None);
-        assert_eq!(NpuArgs::default().match_rule, MatchArg::Exact);
+        assert_eq!(size.match_rule(), Some(Match::Size));
         let exact = PlannerSpec::parse("npu:match=exact").unwrap();
-        assert_eq!(exact.npu_args(&flags).match_rule, MatchArg::Exact);
-        let bounded = PlannerSpec::parse("npu:match=size:slack=25").unwrap();
-        let args = bounded.npu_args(&NpuArgs::default());
+        assert_eq!(exact.match_rule(), Some(Match::Exact));
+        let bounded = PlannerSpec::parse("npu:match=size:slack=25:layout=end-to-end").unwrap();
         assert_eq!(
-            (args.match_rule, args.slack),
-            (MatchArg::Size, Some(Slack::Percent(25)))
+            (bounded.match_rule(), bounded.slack(), bounded.layout()),
+            (
+                Some(Match::Size),
+                Some(Slack::Percent(25)),
+                Some(Layout::EndToEnd)
+            )
         );
     }
 
