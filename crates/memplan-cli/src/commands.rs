@@ -17,7 +17,7 @@ use serde_json::json;
 use memplan_graph::{Analysis, Graph};
 
 use crate::input::GraphSettings;
-use crate::spec::PlannerSpec;
+use crate::spec::{Kind, PlannerSpec};
 use crate::table::{bytes, columns, key_values, millis, ratio};
 use crate::{input, progress, Format, ReportFormat, SearchArgs};
 
@@ -170,7 +170,7 @@ fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -
     use memplan_session::run::{run, Algorithm, Hooks};
     let algorithm = match strip {
         Some(strip) => Algorithm::Strip(strip),
-        None if planner.name() == best_of::BestOf.name() => Algorithm::BestOf,
+        None if Kind::of(planner) == Kind::BestOf => Algorithm::BestOf,
         None => Algorithm::Planner(planner),
     };
     Ok(run(problem, &algorithm, &Hooks::default())?.into())
@@ -205,8 +205,8 @@ pub fn plan(
     }
     // Only npu and exclusive read the loaded problem again: the others take it rather than
     // copy it (on 10^6 buffers the copy took a second and 100 MiB).
-    let keeps_input = planner.name() == planner::Npu::default().name()
-        || planner.name() == planner::Exclusive::DEFAULT.name();
+    let kind = spec.kind();
+    let keeps_input = matches!(kind, Kind::Npu | Kind::Exclusive);
     let mut problem = if keeps_input {
         loaded.problem.clone()
     } else {
@@ -221,7 +221,7 @@ pub fn plan(
         })?;
     }
     // npu plans the analysis with the platform's in-place operators and alignment.
-    let is_npu = planner.name() == planner::Npu::default().name();
+    let is_npu = kind == Kind::Npu;
     if !is_npu && npu_args.is_set() {
         bail!(
             "--platform, --match, --group1, --npu-layout and --slack apply to --planner npu only, not to '{}'",
@@ -240,7 +240,7 @@ pub fn plan(
     let lower_bound = max_live(&problem, file)?;
     let bound_time = bound_started.elapsed();
     phase("bound", bound_started);
-    if planner.name() == planner::Exclusive::DEFAULT.name() {
+    if kind == Kind::Exclusive {
         problem = input::exclusive_problem(file, &loaded, settings)?;
         if alignment > 1 {
             problem = problem.with_alignment(alignment)?;
@@ -264,7 +264,7 @@ pub fn plan(
                 search: None,
             }
         })
-    } else if planner.name() == Search::DEFAULT.name() {
+    } else if kind == Kind::Search {
         run_search(extras.search, &problem, ready, lower_bound, bound_time)
     } else {
         progress::with_spinner(message, || run(planner, strip, &problem))
@@ -292,7 +292,7 @@ pub fn plan(
     let write_started = Instant::now();
     let report = report.with_context(|| format!("'{}'", file.display()))?;
     // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
-    if planner.name() == planner::Exclusive::DEFAULT.name() {
+    if kind == Kind::Exclusive {
         let mut lifetimes = loaded.problem.clone();
         if alignment > 1 {
             lifetimes = lifetimes.with_alignment(alignment)?;
@@ -560,7 +560,7 @@ fn problem_alignment(problem: &Problem, alignment: u64) -> u64 {
 
 /// `--fragmented` applies to `exclusive` only: an error for any other planner.
 fn check_fragmented(planner: &dyn Planner, settings: &GraphSettings) -> Result<()> {
-    if settings.fragmented && planner.name() != planner::Exclusive::DEFAULT.name() {
+    if settings.fragmented && Kind::of(planner) != Kind::Exclusive {
         bail!(
             "--fragmented applies to --planner exclusive only, not to '{}'",
             planner.name()
@@ -584,7 +584,7 @@ fn exclusive_stats(
     problem: &Problem,
     plan: &Plan,
 ) -> Option<planner::ExclusiveStats> {
-    (planner.name() == planner::Exclusive::DEFAULT.name())
+    (Kind::of(planner) == Kind::Exclusive)
         .then(|| planner::exclusive_stats(problem, plan))
         .flatten()
 }
@@ -1139,11 +1139,10 @@ pub fn bench(
             .map(|s| PlannerSpec::parse(s))
             .collect::<Result<_>>()?
     };
-    let exclusive = planner::Exclusive::DEFAULT.name();
     if settings.fragmented
         && !specs
             .iter()
-            .any(|s| s.planner(settings).name() == exclusive)
+            .any(|s| s.kind() == Kind::Exclusive)
     {
         bail!("--fragmented applies to the exclusive planner, which this bench does not run");
     }
@@ -1156,7 +1155,7 @@ pub fn bench(
             let planner = spec.planner(&settings);
             let strip = spec.strip(None, None)?;
             // `npu` plans its own problem with the method's groups.
-            let npu = if planner.name() == planner::Npu::default().name() {
+            let npu = if spec.kind() == Kind::Npu {
                 let args = crate::npu::spec_args(spec, npu_args);
                 Some(crate::npu::prepare(file, &loaded, &settings, &args, 1)?)
             } else {
@@ -1165,7 +1164,7 @@ pub fn bench(
             // `exclusive` plans the graph's exclusivity problem (an error row without one).
             let problem = if let Some(prepared) = &npu {
                 std::borrow::Cow::Borrowed(&prepared.problem)
-            } else if planner.name() == exclusive {
+            } else if spec.kind() == Kind::Exclusive {
                 match input::exclusive_problem(file, &loaded, &settings) {
                     Ok(p) => std::borrow::Cow::Owned(p),
                     Err(e) => {

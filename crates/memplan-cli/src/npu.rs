@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use memplan::planner::npu::{assign, Assignment, Groups, Layout, Match, Slack};
-use memplan::planner::PlanError;
-use memplan::{Plan, Problem};
-use memplan_graph::{AcceleratorBuffers, Analysis, Graph, OperatorConfig, Platform};
+use memplan::planner::npu::{Assignment, Layout, Match, Slack};
+
+use memplan::Plan;
+use memplan_graph::{AcceleratorBuffers, OperatorConfig, Platform};
 use serde_json::json;
 
 use crate::commands::emit;
@@ -145,63 +145,26 @@ impl NpuArgs {
 impl PlatformArg {
     /// The platform file's description, or the shipped default; and how to name it.
     pub fn load(&self) -> Result<(Platform, String)> {
-        let source = source_name(self.platform.as_deref());
-        match &self.platform {
-            None => Ok((Platform::default_profile(), source)),
-            Some(path) => {
-                let text = input::read_text(path)?;
-                Ok((Platform::parse(&text, &source)?, source))
-            }
+        memplan_session::npu::load_platform(self.platform.as_deref())
+    }
+}
+
+pub use memplan_session::npu::{source_name, Prepared};
+
+impl NpuArgs {
+    /// The clap-free options of these flags, for [`memplan_session::npu::prepare`].
+    pub fn options(&self) -> memplan_session::npu::NpuOptions {
+        memplan_session::npu::NpuOptions {
+            platform_file: self.platform.platform.clone(),
+            rule: self.match_rule.rule(),
+            group1: self.group1,
+            layout: self.layout.layout(),
+            slack: self.slack,
         }
     }
 }
 
-/// How reports name a platform: its file's path, or `built-in default`.
-pub fn source_name(file: Option<&Path>) -> String {
-    file.map_or("built-in default".to_string(), |p| p.display().to_string())
-}
-
-/// The graph side of a prepared run.
-pub struct GraphPart {
-    pub graph: Graph,
-    /// The analysis with the platform's in-place operators.
-    pub analysis: Analysis,
-    pub configs: Vec<OperatorConfig>,
-}
-
-/// What `--planner npu` plans: the problem, the method's groups, the platform.
-pub struct Prepared {
-    pub problem: Problem,
-    pub groups: Groups,
-    pub rule: Match,
-    pub slack: Slack,
-    pub layout: Layout,
-    /// The platform, its `accelerator_buffers` replaced by `--group1` when given.
-    pub platform: Platform,
-    /// The platform file as given (`--platform`), or `None` for the built-in default.
-    pub platform_file: Option<PathBuf>,
-    /// `None` for a minimalloc CSV: every step is an operator of group 3.
-    pub graph: Option<GraphPart>,
-}
-
-impl Prepared {
-    /// Runs the allocation.
-    pub fn assign(&self) -> Result<Assignment, PlanError> {
-        assign(
-            &self.problem,
-            &self.groups,
-            self.rule,
-            self.slack,
-            self.layout,
-        )
-    }
-}
-
-/// The problem and groups of `--planner npu` for a loaded file, with every alignment
-/// raised to the platform's and to `alignment`. A graph is analysed again with the
-/// platform's in-place operators (the default profile's are the analysis' own, so the
-/// problem is the one every planner plans); a minimalloc CSV has no operators, so every
-/// start step is one of group 3.
+/// [`memplan_session::npu::prepare`] with the flags of `args`.
 pub fn prepare(
     file: &Path,
     loaded: &Loaded,
@@ -209,55 +172,7 @@ pub fn prepare(
     args: &NpuArgs,
     alignment: u64,
 ) -> Result<Prepared> {
-    let (mut platform, _) = args.platform.load()?;
-    if let Some(group1) = args.group1 {
-        platform.accelerator_buffers = group1;
-    }
-    let platform_file = args.platform.platform.clone();
-    let rule = args.match_rule.rule();
-    let layout = args.layout.layout();
-    if let Some(slack) = args.slack.filter(|_| rule != Match::Size) {
-        anyhow::bail!(
-            "slack {slack} (--slack, npu:slack=) bounds size match only, and the match rule is '{}': add --match size (npu:match=size); the default, exact, takes buffers of exactly the tensor's size",
-            rule.name()
-        );
-    }
-    let slack = args.slack.unwrap_or_default();
-    let Some((graph, _)) = &loaded.graph else {
-        let problem = loaded
-            .problem
-            .with_alignment(platform.alignment)?
-            .with_alignment(alignment)?;
-        let groups = Groups::steps_only(&problem);
-        return Ok(Prepared {
-            problem,
-            groups,
-            rule,
-            slack,
-            layout,
-            platform,
-            platform_file,
-            graph: None,
-        });
-    };
-    let analysis = memplan_graph::analyse_for(graph, settings.order, settings.options, &platform)
-        .with_context(|| format!("'{}'", file.display()))?;
-    let input = memplan_graph::npu_input(graph, &analysis, &platform, alignment)
-        .with_context(|| format!("'{}'", file.display()))?;
-    Ok(Prepared {
-        problem: input.problem,
-        groups: input.groups,
-        rule,
-        slack,
-        layout,
-        platform,
-        platform_file,
-        graph: Some(GraphPart {
-            graph: graph.clone(),
-            analysis,
-            configs: input.configs,
-        }),
-    })
+    memplan_session::npu::prepare(file, loaded, settings, &args.options(), alignment)
 }
 
 /// The tensors of each shared buffer: the values of its blocks (graph), or the buffer

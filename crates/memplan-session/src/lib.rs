@@ -12,5 +12,6 @@
 //! below, the line, node or buffer) and what was wrong.
 
 pub mod input;
+pub mod npu;
 pub mod run;
 pub mod spec;

@@ -69,6 +69,41 @@ pub fn parse_layout(text: &str) -> Option<Layout> {
         .find(|l| l.name() == text)
 }
 
+/// Which planner a spec names, for the shells to branch on (the one place where planner
+/// names are compared).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    BestOf,
+    Search,
+    Strip,
+    /// `exclusive`, contiguous or fragmented: plans the graph's exclusivity problem.
+    Exclusive,
+    /// `npu`: plans its own problem with the method's groups.
+    Npu,
+    /// Any other planner, run on the lifetime problem as it is.
+    Other,
+}
+
+impl Kind {
+    /// The kind of `planner`.
+    pub fn of(planner: &dyn Planner) -> Kind {
+        let name = planner.name();
+        if name == planner::BestOf.name() {
+            Kind::BestOf
+        } else if name == planner::Search::DEFAULT.name() {
+            Kind::Search
+        } else if name == Strip::DEFAULT.name() {
+            Kind::Strip
+        } else if name == planner::Exclusive::DEFAULT.name() {
+            Kind::Exclusive
+        } else if name == planner::Npu::default().name() {
+            Kind::Npu
+        } else {
+            Kind::Other
+        }
+    }
+}
+
 /// A planner with the options of its spec.
 #[derive(Clone, Debug)]
 pub struct PlannerSpec {
@@ -284,6 +319,11 @@ impl PlannerSpec {
             }
         }
         Ok(spec)
+    }
+
+    /// Which planner the spec names.
+    pub fn kind(&self) -> Kind {
+        Kind::of(planner::by_name(self.name).expect("the name was looked up when parsed"))
     }
 
     /// The planner to run: [`planner::Exclusive::FRAGMENTED`] for `exclusive` with
