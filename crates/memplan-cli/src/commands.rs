@@ -20,25 +20,13 @@ use crate::input::GraphSettings;
 use crate::spec::{Kind, PlannerSpec};
 use crate::table::{bytes, columns, key_values, millis, ratio};
 use crate::{input, progress, Format, ReportFormat, SearchArgs};
+use memplan_session::plan as session;
+use memplan_session::run::Hooks;
 
 pub use crate::inspect::inspect;
 
 /// Problems with at most this many buffers get a per-buffer listing in the table.
 const LISTED_BUFFERS: usize = 32;
-
-/// `search`'s reserve for checking and writing its plan, in units of the bound's time
-/// ([`run_search`]). Chosen when the bound was a radix sweep: on 10^6 random buffers with
-/// 200 live at once (issue #18) bound 0.20 s, check 1.38 s, writing the CSV plan and the
-/// rest about 0.5 s. The bound by its array of steps now takes 0.4-0.5 s at 10^7, so
-/// [`RESERVE_NS_PER_BUFFER`] usually decides.
-const POST_SEARCH_RESERVE: u32 = 10;
-
-/// `search`'s reserve for checking and writing its plan, per buffer, when that is more
-/// than [`POST_SEARCH_RESERVE`] gives (the bound by its array of steps is too quick to
-/// predict the check). Measured at 10^7 random buffers (issue #18): the check, with the
-/// solution CSV formatted beside it, and the writing took 2.3 s with 200 live at once and
-/// 3.0 s with 20,000.
-const RESERVE_NS_PER_BUFFER: u64 = 350;
 
 /// Prints the time of a phase of `memplan plan` on stderr when `MEMPLAN_TIMINGS` is set
 /// (for the scale measurements of issue #18).
@@ -62,40 +50,23 @@ struct Outcome {
     search: Option<search::Outcome>,
 }
 
-/// Runs the search planner with the command-line options, printing a progress line on
-/// stderr (overwritten in place on a terminal, one line per update otherwise).
-///
-/// The time limit is honoured end to end (issue #18): it counts from `ready` (the input
-/// read), so the bound computed since (`lower_bound`, handed to the search so that it
-/// does not sweep again) is taken off it, and so is a reserve for what follows
-/// the search, the check of its plan and the writing of the output, estimated as
-/// [`POST_SEARCH_RESERVE`] times `bound_time` or [`RESERVE_NS_PER_BUFFER`] per buffer,
-/// whichever is more, and at most 7/10 of the limit.
-fn run_search(
-    args: &SearchArgs,
-    problem: &Problem,
-    ready: Instant,
-    lower_bound: u64,
-    bound_time: Duration,
-) -> Result<Outcome> {
-    let rules = Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?;
-    let limit = Duration::from_secs_f64(args.time_limit);
-    // At most 7/10 of the limit: the rest is the search's, its greedy start first.
-    let per_buffer =
-        Duration::from_nanos(RESERVE_NS_PER_BUFFER.saturating_mul(problem.len() as u64));
-    let reserve = bound_time
-        .saturating_mul(POST_SEARCH_RESERVE)
-        .max(per_buffer)
-        .min(limit.mul_f64(0.7));
-    let options = Search {
-        time_limit: limit.saturating_sub(ready.elapsed() + reserve),
+/// search's options from the command line (its time limit counts from when the input
+/// was read: see [`memplan_session::plan::search_options`]).
+fn search_options(args: &SearchArgs) -> Result<Search> {
+    Ok(Search {
+        time_limit: Duration::from_secs_f64(args.time_limit),
         node_limit: args.node_limit,
         seed: args.seed,
         threads: args.threads,
-        rules,
+        rules: Rules::parse(&args.search_rules).map_err(anyhow::Error::msg)?,
         capacity: args.capacity,
-        max_live: Some(lower_bound),
-    };
+        max_live: None,
+    })
+}
+
+/// Runs `work` with a progress line of the search on stderr (overwritten in place on a
+/// terminal, one line per update otherwise).
+fn with_search_progress<T>(work: impl FnOnce(&Hooks) -> T) -> T {
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let show = |p: search::Progress| {
         let line = format!(
@@ -111,19 +82,15 @@ fn run_search(
             eprintln!("{line}");
         }
     };
-    let hooks = memplan_session::run::Hooks {
+    let hooks = Hooks {
         progress: Some(&show),
         cancel: None,
     };
-    let result = memplan_session::run::run(
-        problem,
-        &memplan_session::run::Algorithm::Search(options),
-        &hooks,
-    );
+    let result = work(&hooks);
     if terminal {
         eprintln!();
     }
-    Ok(Outcome::from(result?))
+    result
 }
 
 impl From<memplan_session::run::Output> for Outcome {
@@ -166,16 +133,6 @@ pub struct PlanExtras<'a> {
     pub base: Option<u64>,
 }
 
-fn run(planner: &'static dyn Planner, strip: Option<Strip>, problem: &Problem) -> Result<Outcome> {
-    use memplan_session::run::{run, Algorithm, Hooks};
-    let algorithm = match strip {
-        Some(strip) => Algorithm::Strip(strip),
-        None if Kind::of(planner) == Kind::BestOf => Algorithm::BestOf,
-        None => Algorithm::Planner(planner),
-    };
-    Ok(run(problem, &algorithm, &Hooks::default())?.into())
-}
-
 /// `memplan plan`.
 pub fn plan(
     file: &Path,
@@ -191,8 +148,21 @@ pub fn plan(
     let settings = &spec.settings(settings);
     let npu_args = &crate::npu::spec_args(&spec, extras.npu);
     let planner = spec.planner(settings);
-    check_fragmented(planner, settings)?;
-    let strip = spec.strip(extras.metric, extras.max_iters)?;
+    let kind = spec.kind();
+    if kind != Kind::Npu && npu_args.is_set() {
+        bail!(
+            "--platform, --match, --group1, --npu-layout and --slack apply to --planner npu only, not to '{}'",
+            planner.name()
+        );
+    }
+    let request = session::Request {
+        spec: spec.clone(),
+        settings: settings.clone(),
+        npu: npu_args.options(),
+        strip: spec.strip(extras.metric, extras.max_iters)?,
+        search: search_options(extras.search)?,
+        alignment,
+    };
     let read_started = Instant::now();
     let mut loaded = input::read_input(file, settings)?;
     phase("read", read_started);
@@ -203,108 +173,38 @@ pub fn plan(
             file.display()
         );
     }
-    // Only npu and exclusive read the loaded problem again: the others take it rather than
-    // copy it (on 10^6 buffers the copy took a second and 100 MiB).
-    let kind = spec.kind();
-    let keeps_input = matches!(kind, Kind::Npu | Kind::Exclusive);
-    let mut problem = if keeps_input {
-        loaded.problem.clone()
+    let staged = session::stage(file, &mut loaded, &request)?;
+    phase("bound", ready);
+    let lower_bound = staged.lower_bound;
+    let npu = staged.npu.as_ref();
+    let problem = &staged.problem;
+    let executed = if kind == Kind::Search {
+        with_search_progress(|hooks| session::execute(&staged, &request, ready, hooks))
     } else {
-        std::mem::take(&mut loaded.problem)
-    };
-    if alignment > 1 {
-        problem = problem.with_alignment(alignment).with_context(|| {
-            format!(
-                "cannot apply --alignment {alignment} to '{}'",
-                file.display()
-            )
-        })?;
-    }
-    // npu plans the analysis with the platform's in-place operators and alignment.
-    let is_npu = kind == Kind::Npu;
-    if !is_npu && npu_args.is_set() {
-        bail!(
-            "--platform, --match, --group1, --npu-layout and --slack apply to --planner npu only, not to '{}'",
-            planner.name()
-        );
-    }
-    let npu = if is_npu {
-        let prepared = crate::npu::prepare(file, &loaded, settings, npu_args, alignment)?;
-        problem = prepared.problem.clone();
-        Some(prepared)
-    } else {
-        None
-    };
-    // The bound is that of the lifetime problem: an exclusive plan is valid for it too.
-    let bound_started = Instant::now();
-    let lower_bound = max_live(&problem, file)?;
-    let bound_time = bound_started.elapsed();
-    phase("bound", bound_started);
-    if kind == Kind::Exclusive {
-        problem = input::exclusive_problem(file, &loaded, settings)?;
-        if alignment > 1 {
-            problem = problem.with_alignment(alignment)?;
-        }
-    }
-    let message = format!("{}: {} buffers", planner.name(), problem.len());
-    let mut npu_assignment = None;
-    let outcome = if let Some(prepared) = &npu {
-        let started = Instant::now();
-        let assignment = prepared.assign();
-        let elapsed = started.elapsed();
-        assignment.map_err(anyhow::Error::from).map(|a| {
-            let plan = a.plan.clone();
-            npu_assignment = Some(a);
-            Outcome {
-                plan,
-                elapsed,
-                chosen: None,
-                attempts: Vec::new(),
-                strip: None,
-                search: None,
-            }
+        let message = format!("{}: {} buffers", planner.name(), problem.len());
+        progress::with_spinner(message, || {
+            session::execute(&staged, &request, ready, &Hooks::default())
         })
-    } else if kind == Kind::Search {
-        run_search(extras.search, &problem, ready, lower_bound, bound_time)
-    } else {
-        progress::with_spinner(message, || run(planner, strip, &problem))
     };
     phase("plan", ready);
     let check_started = Instant::now();
-    let outcome = outcome.with_context(|| {
-        format!(
-            "planner '{}' could not plan '{}'",
-            planner.name(),
-            file.display()
-        )
-    })?;
+    let executed = executed.with_context(|| format!("'{}'", file.display()))?;
+    let npu_assignment = executed.npu;
+    let outcome = Outcome::from(executed.output);
     // A solution CSV is formatted while the plan is checked (at 10^7 buffers each takes
     // about a second); it is written only if the plan is valid.
     let plain_csv =
         matches!(format, Format::Csv) && !outcome.plan.is_fragmented() && extras.base.is_none();
     let (report, mut solution_csv) = std::thread::scope(|scope| {
         let formatting =
-            plain_csv.then(|| scope.spawn(|| csv::write_solution(&problem, &outcome.plan)));
-        let report = memplan_session::run::verify(&problem, &outcome.plan, planner.name());
+            plain_csv.then(|| scope.spawn(|| csv::write_solution(problem, &outcome.plan)));
+        let report = memplan_session::run::verify(problem, &outcome.plan, planner.name());
         (report, formatting.and_then(|f| f.join().ok()))
     });
     phase("check", check_started);
     let write_started = Instant::now();
     let report = report.with_context(|| format!("'{}'", file.display()))?;
-    // Rule 4 makes an exclusive plan valid for the tensors' lifetimes too: hold it to that.
-    if kind == Kind::Exclusive {
-        let mut lifetimes = loaded.problem.clone();
-        if alignment > 1 {
-            lifetimes = lifetimes.with_alignment(alignment)?;
-        }
-        let report = checker::check(&lifetimes, &outcome.plan);
-        if let Some(violation) = report.violations.first() {
-            bail!(
-                "internal error: the exclusive plan of '{}' breaks the tensors' lifetimes: {violation}; please report this bug",
-                file.display()
-            );
-        }
-    }
+    session::check_lifetimes(file, &staged, &loaded, alignment, &outcome.plan)?;
     let arena = report.arena_bytes.unwrap_or(0);
     let tflm = match &loaded.tflite {
         Some(input) => Some(crate::tflite::outcome(input, &outcome.plan, file)?),
@@ -328,7 +228,7 @@ pub fn plan(
             }
             None => &loaded.tensors,
         };
-        tensors::addresses(&problem, &outcome.plan, slots, base)
+        tensors::addresses(problem, &outcome.plan, slots, base)
             .with_context(|| format!("--base {base:#x}"))?
     } else {
         Vec::new()
@@ -369,7 +269,7 @@ pub fn plan(
                 extra.insert("first_arena_bytes".into(), json!(strip.first_arena));
                 extra.insert("best_iteration".into(), json!(strip.best_iteration));
             }
-            if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
+            if let Some(stats) = exclusive_stats(planner, problem, &outcome.plan) {
                 extra.insert("buffers".into(), json!(stats.buffers));
                 extra.insert("reused_bytes".into(), json!(stats.reused_bytes));
                 extra.insert("new_pool_bytes".into(), json!(stats.new_pool_bytes));
@@ -411,7 +311,7 @@ pub fn plan(
                 alignment,
                 extra,
             };
-            json::write_plan_json(&problem, &outcome.plan, &summary, Some(&tensor_addresses))
+            json::write_plan_json(problem, &outcome.plan, &summary, Some(&tensor_addresses))
         }
         Format::Csv if outcome.plan.is_fragmented() => bail!(
             "a solution CSV has one offset per buffer and cannot carry the pieces of a fragmented plan (some blocks lie in several pieces); use --format json (every buffer's and tensor's pieces, read back by `memplan check`) or --format c (every tensor's pieces, for a device build)"
@@ -421,20 +321,20 @@ pub fn plan(
         ),
         Format::Csv => solution_csv
             .take()
-            .unwrap_or_else(|| csv::write_solution(&problem, &outcome.plan)),
+            .unwrap_or_else(|| csv::write_solution(problem, &outcome.plan)),
         Format::C => {
             let title = format!("{}, planner {}", file.display(), planner.name());
             let guard = file
                 .file_name()
                 .map_or_else(|| "plan".into(), |n| n.to_string_lossy().into_owned());
             c_header::write_c_header(
-                &problem,
+                problem,
                 &tensor_addresses,
                 &c_header::HeaderInfo {
                     title: &title,
                     guard: &guard,
                     arena_bytes: arena,
-                    alignment: problem_alignment(&problem, alignment),
+                    alignment: problem_alignment(problem, alignment),
                     base: extras.base,
                     fragmented: outcome.plan.extents.is_some(),
                 },
@@ -446,7 +346,7 @@ pub fn plan(
                 .as_ref()
                 .map(|(g, a)| graph_rows(g, a, settings))
                 .unwrap_or_default();
-            if let Some(stats) = exclusive_stats(planner, &problem, &outcome.plan) {
+            if let Some(stats) = exclusive_stats(planner, problem, &outcome.plan) {
                 if settings.all_orders {
                     graph.push((
                         "exclusive rules",
@@ -494,7 +394,7 @@ pub fn plan(
             }
             plan_table(
                 file,
-                &problem,
+                problem,
                 planner,
                 &outcome,
                 TableNumbers {
@@ -507,7 +407,7 @@ pub fn plan(
         }
         Format::Ascii => ascii::render(
             &Scene {
-                problem: &problem,
+                problem,
                 plan: &outcome.plan,
                 title: &picture_title(file, planner),
             },
@@ -519,7 +419,7 @@ pub fn plan(
     if let Some(path) = extras.svg {
         let picture = svg::render(
             &Scene {
-                problem: &problem,
+                problem,
                 plan: &outcome.plan,
                 title: &picture_title(file, planner),
             },
@@ -556,17 +456,6 @@ fn problem_alignment(problem: &Problem, alignment: u64) -> u64 {
         .iter()
         .map(|b| b.alignment)
         .fold(alignment, u64::max)
-}
-
-/// `--fragmented` applies to `exclusive` only: an error for any other planner.
-fn check_fragmented(planner: &dyn Planner, settings: &GraphSettings) -> Result<()> {
-    if settings.fragmented && Kind::of(planner) != Kind::Exclusive {
-        bail!(
-            "--fragmented applies to --planner exclusive only, not to '{}'",
-            planner.name()
-        );
-    }
-    Ok(())
 }
 
 /// The rules as `--exclusive-rules` spells them, followed by rule 4 (`live`, always on).
@@ -1139,11 +1028,7 @@ pub fn bench(
             .map(|s| PlannerSpec::parse(s))
             .collect::<Result<_>>()?
     };
-    if settings.fragmented
-        && !specs
-            .iter()
-            .any(|s| s.kind() == Kind::Exclusive)
-    {
+    if settings.fragmented && !specs.iter().any(|s| s.kind() == Kind::Exclusive) {
         bail!("--fragmented applies to the exclusive planner, which this bench does not run");
     }
     let mut rows = Vec::new();

@@ -13,5 +13,6 @@
 
 pub mod input;
 pub mod npu;
+pub mod plan;
 pub mod run;
 pub mod spec;
