@@ -95,8 +95,11 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A setting: its name, its environment and how many runs.
+type Mode = (&'static str, &'static [(&'static str, &'static str)], u64);
+
 /// Every setting of the library that changes what a request goes through.
-const MODES: &[(&str, &[(&str, &str)], u64)] = &[
+const MODES: &[Mode] = &[
     ("default (unplanned: mmap)", &[], 3),
     ("unplanned: heap", &[("MEMPLAN_POOL_UNPLANNED", "heap")], 6),
     (
