@@ -639,6 +639,70 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_threads_it_cannot_plan_make_it_step_aside() {
+        let mut p = Pool::new(
+            Model::default(),
+            Config {
+                threshold: 1,
+                train_inline: true,
+                page_exact: true,
+                interleaved_window: 64,
+                ..Config::default()
+            },
+        );
+        let mut live = Vec::new();
+        let mut x: u64 = 7;
+        for i in 0..4 * 64 + 1 {
+            // Random sizes from two threads taking turns: no iteration to find.
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let size = 4096 + (x >> 40) as usize % (1 << 20);
+            let a = p.alloc_from(size, 16, i % 2 + 1);
+            assert_ne!(a, 0);
+            live.push(a);
+            if live.len() > 8 {
+                let a = live.remove((x >> 20) as usize % live.len());
+                if !p.free(a) {
+                    p.system.free(a);
+                }
+            }
+        }
+        assert!(p.aside(), "{}", p.summary());
+        assert!(!p.exact, "page-exact learning ended");
+        assert_eq!(p.stats.failed, 4);
+        // Aside: the system serves, the pool records nothing.
+        let a = p.alloc_from(1 << 20, 16, 1);
+        assert!(!p.owns(a) && !p.free(a));
+        p.system.free(a);
+    }
+
+    #[test]
+    fn one_thread_repeating_itself_never_steps_aside() {
+        let mut p = Pool::new(
+            Model::default(),
+            Config {
+                threshold: 1,
+                train_inline: true,
+                min_period: 2,
+                page_exact: true,
+                interleaved_window: 4,
+                ..Config::default()
+            },
+        );
+        let mut live = Vec::new();
+        for _ in 0..50 {
+            iterate(&mut p, &[1 << 20, 3 << 20, 1 << 20, 2 << 20], &mut live);
+        }
+        assert!(
+            !p.aside() && p.exact && p.stats.failed == 0,
+            "{}",
+            p.summary()
+        );
+        assert!(p.stats.hits > 0);
+    }
+
+    #[test]
     fn a_changed_program_is_learned_again_and_old_arenas_freed() {
         let mut p = pool();
         let mut live = Vec::new();
