@@ -16,6 +16,7 @@
 //! * [`online`]: the pool inside a running process: the iteration found from the request
 //!   sequence itself, an offset plan trained by memplan's planners, serving that never
 //!   hands out a range still in use.
+//! * [`settings`]: the preloadable allocator's settings from `MEMPLAN_POOL_*`, bad values named.
 //! * [`process`]: the state machine of the preloadable allocator (`memplan-preload`),
 //!   generic over the system allocator it falls back to.
 //!
@@ -27,6 +28,7 @@ pub mod fuzzing;
 pub mod online;
 pub mod pool;
 pub mod process;
+pub mod settings;
 pub mod trace;
 pub mod train;
 

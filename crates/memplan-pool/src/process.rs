@@ -17,9 +17,19 @@
 //! - An arena replaced by a new plan is released when its last block is freed.
 //! - Recording uses buffers allocated at construction: no allocation on the request path
 //!   (training runs on its own thread and allocates there).
+//! - The pool never waits for its training thread: the thread leaves its plan in a slot
+//!   the pool polls without blocking, and is detached, never joined. (A join under the
+//!   shim's lock deadlocked: the exiting thread's last `free` needs that lock.)
+//! - A program the pool cannot plan is handed to the system after a bounded number of
+//!   attempts ([`Config::max_attempts`]): plans lost before they served two iterations,
+//!   trainings that found no plan, and learning windows of
+//!   [`Config::interleaved_window`] requests interleaved from several threads without an
+//!   iteration. Then every request goes to the system ([`Pool::aside`]), and the shim
+//!   stops calling the pool for new requests. Requests from several threads interleaving
+//!   also end page-exact learning ([`System::page_exact`]).
 
 use std::collections::HashMap;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 
 use crate::online::{self, Method, Period, Recorder, Schedule, Server, ALIGNMENT};
 
@@ -43,7 +53,16 @@ pub trait System {
     /// Gives the pages of `addr..addr + len` (page-aligned, inside an arena, holding no
     /// live block) back to the kernel; the range stays mapped and reads as zeros after.
     fn release(&self, _addr: usize, _len: usize) {}
+    /// Whether the large requests the system serves are mapped on their own, page-exact
+    /// (`on`), or left to the system's own policy (`!on`; `largest` is the largest
+    /// request seen, for a system that sets a threshold from it as glibc's dynamic
+    /// threshold would have).
+    fn page_exact(&self, _on: bool, _largest: usize) {}
 }
+
+/// Thread switches (consecutive large requests from different threads) in a learning
+/// window from which its requests count as interleaved.
+pub const INTERLEAVED_SWITCHES: u64 = 16;
 
 /// Settings (from the environment in the preloaded library).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +78,14 @@ pub struct Config {
     pub min_period: usize,
     /// Train on this thread instead of a background one (tests).
     pub train_inline: bool,
+    /// The system serves learning requests page-exact at start ([`System::page_exact`]);
+    /// the pool turns it off when requests from several threads interleave.
+    pub page_exact: bool,
+    /// Failed attempts after which the pool steps aside for good (see the module doc).
+    pub max_attempts: u32,
+    /// Large requests of a learning window interleaved from several threads without an
+    /// iteration found that count as one failed attempt.
+    pub interleaved_window: u64,
 }
 
 impl Default for Config {
@@ -69,6 +96,9 @@ impl Default for Config {
             capacity: 1 << 20,
             min_period: 32,
             train_inline: false,
+            page_exact: false,
+            max_attempts: 4,
+            interleaved_window: 1024,
         }
     }
 }
@@ -92,6 +122,8 @@ pub struct Stats {
     pub system: u64,
     /// Of the hits, misses of the plan served from another free slot of the arena.
     pub fallbacks: u64,
+    /// Failed attempts to plan (see the module doc).
+    pub failed: u64,
 }
 
 enum Phase {
@@ -102,10 +134,17 @@ enum Phase {
         since: u64,
     },
     Serving,
+    /// The program cannot be planned: the system serves every request.
+    Aside,
 }
 
+/// Where the training thread leaves its result (`Some` once it is done).
+type Slot = Arc<Mutex<Option<Option<Schedule>>>>;
+
 enum Job {
-    Thread(JoinHandle<Option<Schedule>>),
+    /// A training thread, detached at its start: polled through its slot with
+    /// `try_lock`, never joined.
+    Thread(Slot),
     Done(Option<Schedule>),
 }
 
@@ -131,6 +170,17 @@ pub struct Pool<S: System> {
     pub log: Option<fn(&str)>,
     /// The system was trimmed after the current arena's first served iteration.
     trimmed: bool,
+    /// The system serves learning requests page-exact now.
+    exact: bool,
+    /// The thread of the latest large request, and thread switches in this window.
+    last_thread: usize,
+    switches: u64,
+    /// Large requests learned in this window.
+    window: u64,
+    /// Failed attempts so far.
+    attempts: u32,
+    /// The largest request seen.
+    largest: usize,
 }
 
 /// Releases the whole pages inside `base + start .. base + end` (`base` page-aligned).
@@ -150,13 +200,87 @@ impl<S: System> Pool<S> {
             system,
             recorder: Recorder::new(config.capacity, config.min_period),
             ids: HashMap::with_capacity(1 << 16),
-            config,
             phase: Phase::Learning,
             current: None,
             retired: Vec::with_capacity(16),
             stats: Stats::default(),
             log: None,
             trimmed: false,
+            exact: config.page_exact,
+            last_thread: 0,
+            switches: 0,
+            window: 0,
+            attempts: 0,
+            largest: 0,
+            config,
+        }
+    }
+
+    /// True once the pool has stepped aside: the system serves every new request (the
+    /// pool still frees the blocks of its arenas).
+    pub fn aside(&self) -> bool {
+        matches!(self.phase, Phase::Aside)
+    }
+
+    /// In a child after `fork`: the training thread does not exist there (its slot might
+    /// never be filled, or be held locked), so its job is abandoned and the child learns
+    /// again.
+    pub fn after_fork_in_child(&mut self) {
+        if let Phase::Training {
+            job: Job::Thread(_),
+            ..
+        } = &self.phase
+        {
+            self.phase = Phase::Learning;
+            self.start_window();
+        }
+    }
+
+    fn start_window(&mut self) {
+        self.window = 0;
+        self.switches = 0;
+    }
+
+    /// One failed attempt; the pool steps aside after `max_attempts`.
+    fn failed(&mut self) {
+        self.attempts += 1;
+        self.stats.failed += 1;
+        self.start_window();
+        if self.attempts >= self.config.max_attempts {
+            self.step_aside();
+        }
+    }
+
+    fn step_aside(&mut self) {
+        self.say(&format!(
+            "memplan pool: {} attempts to plan failed; the system serves every request from now on",
+            self.attempts
+        ));
+        if let Some(old) = self.current.take() {
+            self.retire(old);
+        }
+        if self.exact {
+            self.exact = false;
+            self.system.page_exact(false, self.largest);
+        }
+        self.recorder.clear();
+        self.ids.clear();
+        // A running training thread finishes on its own; its result is never read.
+        self.phase = Phase::Aside;
+    }
+
+    /// Counts thread switches; requests from several threads interleaving end page-exact
+    /// learning.
+    fn note_thread(&mut self, thread: usize) {
+        if thread == self.last_thread {
+            return;
+        }
+        self.last_thread = thread;
+        self.switches += 1;
+        if self.switches >= INTERLEAVED_SWITCHES && self.exact {
+            self.exact = false;
+            self.system.page_exact(false, self.largest);
+            self.say("memplan pool: requests from several threads interleave; learning is no longer page-exact");
         }
     }
 
@@ -172,7 +296,19 @@ impl<S: System> Pool<S> {
 
     /// A large request (`size >= threshold`): an address, 0 when out of memory.
     pub fn alloc(&mut self, size: usize, align: usize) -> usize {
+        self.alloc_from(size, align, 0)
+    }
+
+    /// [`Pool::alloc`] from the thread `thread` (any number that tells the process's
+    /// threads apart).
+    pub fn alloc_from(&mut self, size: usize, align: usize, thread: usize) -> usize {
         self.stats.requests += 1;
+        self.largest = self.largest.max(size);
+        if self.aside() {
+            self.stats.system += 1;
+            return self.system.alloc(size, align);
+        }
+        self.note_thread(thread);
         self.install_if_trained();
         if align <= ALIGNMENT as usize {
             if let Some(arena) = &mut self.current {
@@ -203,12 +339,19 @@ impl<S: System> Pool<S> {
                 if self.ids.len() < self.ids.capacity() {
                     self.ids.insert(addr, id);
                 }
+                self.window += 1;
                 if let Some(period) = period {
                     self.start_training(period);
+                } else if self.switches >= INTERLEAVED_SWITCHES
+                    && self.window >= self.config.interleaved_window
+                {
+                    // Interleaved requests, no iteration: recording goes on, the window
+                    // counts as a failed attempt.
+                    self.failed();
                 }
             }
             Phase::Training { since, .. } => *since += 1,
-            Phase::Serving => {}
+            Phase::Serving | Phase::Aside => {}
         }
         addr
     }
@@ -292,11 +435,19 @@ impl<S: System> Pool<S> {
         let job = if self.config.train_inline {
             Job::Done(online::train_with(&period, &method))
         } else {
+            let slot: Slot = Arc::new(Mutex::new(None));
+            let theirs = Arc::clone(&slot);
             let spawned = std::thread::Builder::new()
                 .name("memplan-pool-train".into())
-                .spawn(move || online::train_with(&period, &method));
+                .spawn(move || {
+                    let schedule = online::train_with(&period, &method);
+                    if let Ok(mut slot) = theirs.lock() {
+                        *slot = Some(schedule);
+                    }
+                });
             match spawned {
-                Ok(handle) => Job::Thread(handle),
+                // Dropping the handle detaches the thread.
+                Ok(_detached) => Job::Thread(slot),
                 Err(_) => Job::Done(None),
             }
         };
@@ -312,22 +463,19 @@ impl<S: System> Pool<S> {
         };
         let since = *since;
         let schedule = match job {
-            Job::Thread(handle) if !handle.is_finished() => return,
-            Job::Thread(_) => {
-                let Phase::Training {
-                    job: Job::Thread(handle),
-                    ..
-                } = std::mem::replace(&mut self.phase, Phase::Learning)
-                else {
-                    return;
-                };
-                handle.join().ok().flatten()
-            }
+            // Never a wait: a slot the thread holds now is looked at again on the next
+            // request; the thread was detached at its start and is never joined.
+            Job::Thread(slot) => match slot.try_lock().ok().and_then(|mut s| s.take()) {
+                Some(schedule) => schedule,
+                None => return,
+            },
             Job::Done(schedule) => schedule.take(),
         };
         self.phase = Phase::Learning;
+        self.start_window();
         let Some(schedule) = schedule else {
             self.say("memplan pool: no plan for this iteration; learning again");
+            self.failed();
             return;
         };
         let len = schedule.arena as usize;
@@ -375,12 +523,21 @@ impl<S: System> Pool<S> {
     fn relearn(&mut self) {
         self.stats.relearned += 1;
         self.say("memplan pool: the program no longer follows the plan; learning again");
+        // A plan that served two iterations was right: the program changed. One lost
+        // sooner was a failed attempt.
+        let served = self.current.as_ref().map_or(0, |a| a.server.periods);
         if let Some(old) = self.current.take() {
             self.retire(old);
         }
         self.recorder.clear();
         self.ids.clear();
         self.phase = Phase::Learning;
+        self.start_window();
+        if served >= 2 {
+            self.attempts = 0;
+        } else {
+            self.failed();
+        }
     }
 
     /// The counters, with the served arena's hit/miss detail.
@@ -392,8 +549,9 @@ impl<S: System> Pool<S> {
             100.0 * s.hits as f64 / s.requests as f64
         };
         format!(
-            "memplan pool: {} large requests (>= {} B), {} served from the arena ({rate:.1}%, {} of them misses of the plan), {} by the system; {} plans, {} relearned; arena {} B (bound {} B)",
-            s.requests, self.config.threshold, s.hits, s.fallbacks, s.system, s.plans, s.relearned, s.arena, s.lower_bound
+            "memplan pool: {} large requests (>= {} B), {} served from the arena ({rate:.1}%, {} of them misses of the plan), {} by the system; {} plans, {} relearned; arena {} B (bound {} B){}",
+            s.requests, self.config.threshold, s.hits, s.fallbacks, s.system, s.plans, s.relearned, s.arena, s.lower_bound,
+            if self.aside() { format!("; stepped aside after {} failed attempts", s.failed) } else { String::new() }
         )
     }
 }
@@ -478,6 +636,70 @@ mod tests {
         assert_eq!(p.stats.hits - before, 5 * sizes.len() as u64);
         assert_eq!(p.stats.plans, 1);
         assert_eq!(p.stats.arena, p.stats.lower_bound);
+    }
+
+    #[test]
+    fn interleaved_threads_it_cannot_plan_make_it_step_aside() {
+        let mut p = Pool::new(
+            Model::default(),
+            Config {
+                threshold: 1,
+                train_inline: true,
+                page_exact: true,
+                interleaved_window: 64,
+                ..Config::default()
+            },
+        );
+        let mut live = Vec::new();
+        let mut x: u64 = 7;
+        for i in 0..4 * 64 + 1 {
+            // Random sizes from two threads taking turns: no iteration to find.
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let size = 4096 + (x >> 40) as usize % (1 << 20);
+            let a = p.alloc_from(size, 16, i % 2 + 1);
+            assert_ne!(a, 0);
+            live.push(a);
+            if live.len() > 8 {
+                let a = live.remove((x >> 20) as usize % live.len());
+                if !p.free(a) {
+                    p.system.free(a);
+                }
+            }
+        }
+        assert!(p.aside(), "{}", p.summary());
+        assert!(!p.exact, "page-exact learning ended");
+        assert_eq!(p.stats.failed, 4);
+        // Aside: the system serves, the pool records nothing.
+        let a = p.alloc_from(1 << 20, 16, 1);
+        assert!(!p.owns(a) && !p.free(a));
+        p.system.free(a);
+    }
+
+    #[test]
+    fn one_thread_repeating_itself_never_steps_aside() {
+        let mut p = Pool::new(
+            Model::default(),
+            Config {
+                threshold: 1,
+                train_inline: true,
+                min_period: 2,
+                page_exact: true,
+                interleaved_window: 4,
+                ..Config::default()
+            },
+        );
+        let mut live = Vec::new();
+        for _ in 0..50 {
+            iterate(&mut p, &[1 << 20, 3 << 20, 1 << 20, 2 << 20], &mut live);
+        }
+        assert!(
+            !p.aside() && p.exact && p.stats.failed == 0,
+            "{}",
+            p.summary()
+        );
+        assert!(p.stats.hits > 0);
     }
 
     #[test]

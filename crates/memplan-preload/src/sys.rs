@@ -6,12 +6,13 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::{Cell, UnsafeCell};
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::fmt::Write as _;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
-use memplan_pool::online::Method;
-use memplan_pool::process::{Config, Pool, System};
+use memplan_pool::process::{Pool, System};
+use memplan_pool::settings::{self, Unplanned};
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
@@ -27,6 +28,7 @@ static REAL_CALLOC: AtomicUsize = AtomicUsize::new(0);
 static REAL_REALLOC: AtomicUsize = AtomicUsize::new(0);
 static REAL_MEMALIGN: AtomicUsize = AtomicUsize::new(0);
 static REAL_USABLE: AtomicUsize = AtomicUsize::new(0);
+static REAL_ALIGNED_ALLOC: AtomicUsize = AtomicUsize::new(0);
 /// glibc's `malloc_trim`, when the system allocator has one (0 otherwise).
 static REAL_TRIM: AtomicUsize = AtomicUsize::new(0);
 /// glibc's `mallopt`, when the system allocator has one (0 otherwise).
@@ -34,6 +36,9 @@ static REAL_MALLOPT: AtomicUsize = AtomicUsize::new(0);
 
 /// 0: not started, 1: resolving the system's functions, 2: ready.
 static STATE: AtomicU8 = AtomicU8::new(0);
+
+/// The page size `valloc` and `pvalloc` align to.
+const PAGE: usize = 4096;
 
 /// Memory handed out while `dlsym` itself allocates (glibc's `dlsym` may call `calloc`),
 /// before the system's functions are known. Never freed.
@@ -92,6 +97,7 @@ fn init() {
     resolve(c"realloc", &REAL_REALLOC);
     resolve(c"memalign", &REAL_MEMALIGN);
     resolve(c"malloc_usable_size", &REAL_USABLE);
+    resolve(c"aligned_alloc", &REAL_ALIGNED_ALLOC);
     resolve(c"malloc_trim", &REAL_TRIM);
     resolve(c"mallopt", &REAL_MALLOPT);
     STATE.store(2, Ordering::Release);
@@ -157,6 +163,16 @@ fn real_memalign(align: usize, size: usize) -> *mut c_void {
     unsafe {
         std::mem::transmute::<usize, MemalignFn>(REAL_MEMALIGN.load(Ordering::Relaxed))(align, size)
     }
+}
+
+/// The system's `aligned_alloc` (`memalign` where it has none).
+fn real_aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    let f = REAL_ALIGNED_ALLOC.load(Ordering::Relaxed);
+    if !ready() || f == 0 {
+        return real_memalign(align, size);
+    }
+    // SAFETY: REAL_ALIGNED_ALLOC holds the system's `aligned_alloc`.
+    unsafe { std::mem::transmute::<usize, MemalignFn>(f)(align, size) }
 }
 
 fn real_usable(p: *mut c_void) -> usize {
@@ -253,6 +269,13 @@ impl System for RealSystem {
         // live block; MADV_DONTNEED drops its pages, which read as zeros if touched again.
         unsafe { libc::madvise(addr as *mut c_void, len, libc::MADV_DONTNEED) };
     }
+    fn page_exact(&self, on: bool, largest: usize) {
+        if on {
+            map_unplanned(THRESHOLD.load(Ordering::Relaxed));
+        } else {
+            relax_unplanned(largest);
+        }
+    }
     fn trim(&self) {
         let f = REAL_TRIM.load(Ordering::Relaxed);
         if f != 0 {
@@ -278,6 +301,9 @@ static POOL: Locked = Locked {
 
 /// Requests at least this large go to the pool (0: pool off or not set up yet).
 static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
+/// The pool stepped aside (it cannot plan this program): new requests go to the system
+/// without the lock; only frees of arena blocks still reach the pool.
+static ASIDE: AtomicBool = AtomicBool::new(false);
 /// Lowest and highest address any arena ever covered (a cheap test before the lock).
 static ARENA_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
 static ARENA_HI: AtomicUsize = AtomicUsize::new(0);
@@ -317,61 +343,89 @@ fn with_pool<T>(f: impl FnOnce(&mut Pool<RealSystem>) -> T) -> Option<T> {
 
 fn note_arena(addr: usize, size: usize) {
     ARENA_LO.fetch_min(addr, Ordering::Relaxed);
-    ARENA_HI.fetch_max(addr + size, Ordering::Relaxed);
+    ARENA_HI.fetch_max(addr.saturating_add(size), Ordering::Relaxed);
 }
 
 fn maybe_arena(addr: usize) -> bool {
     addr >= ARENA_LO.load(Ordering::Relaxed) && addr < ARENA_HI.load(Ordering::Relaxed)
 }
 
-fn env_flag(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| v != "0" && v != "off" && !v.is_empty())
+/// A line of text on the stack (cut at its capacity), written with one `write(2)`: no
+/// allocation, so it is safe inside the allocator.
+struct Line {
+    buf: [u8; 1024],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Line {
+        Line {
+            buf: [0; 1024],
+            len: 0,
+        }
+    }
+
+    /// Writes the line and a newline to file descriptor 2.
+    fn emit(mut self) {
+        let n = self.len.min(self.buf.len() - 1);
+        self.buf[n] = b'\n';
+        // SAFETY: `buf` is valid for `n + 1 <= buf.len()` bytes of reads.
+        unsafe { libc::write(2, self.buf.as_ptr().cast(), n + 1) };
+    }
+}
+
+impl std::fmt::Write for Line {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        // One byte is kept for the newline.
+        let room = self.buf.len() - 1 - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
 }
 
 fn stderr_line(text: &str) {
-    let line = format!("{text}\n");
-    // SAFETY: writes `line`'s bytes to file descriptor 2.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    let mut line = Line::new();
+    let _ = line.write_str(text);
+    line.emit();
+}
+
+/// The value of the environment variable `name`, without allocating (`getenv`); `None`
+/// when unset or not UTF-8.
+fn env(name: &str) -> Option<&'static str> {
+    let mut cname = [0u8; 64];
+    if name.len() >= cname.len() {
+        return None;
+    }
+    cname[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: `cname` is NUL-terminated (zeroed past `name`); getenv returns null or a
+    // pointer into the environment, which this library never changes.
+    let value = unsafe { libc::getenv(cname.as_ptr().cast::<c_char>()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `getenv` result is a NUL-terminated string that lives as long as
+    // the environment entry (the program is assumed not to unset these variables).
+    unsafe { CStr::from_ptr(value) }.to_str().ok()
 }
 
 fn setup_pool() {
-    if std::env::var_os("MEMPLAN_POOL").is_some_and(|v| v == "0" || v == "off") {
+    // Each bad value is named once, here (this runs once per process), and its default
+    // used.
+    let settings = settings::from_env(env, |bad| {
+        let mut line = Line::new();
+        let _ = write!(line, "{bad}");
+        line.emit();
+    });
+    if !settings.on {
         return;
     }
-    let mut config = Config::default();
-    if let Some(t) = std::env::var("MEMPLAN_POOL_THRESHOLD")
-        .ok()
-        .and_then(|t| t.parse().ok())
-    {
-        config.threshold = t;
+    if settings.unplanned == Unplanned::Mmap {
+        map_unplanned(settings.config.threshold);
     }
-    if let Ok(p) = std::env::var("MEMPLAN_POOL_PLANNER") {
-        config.method = Method::Offsets(p);
-    }
-    if let Ok(text) = std::env::var("MEMPLAN_POOL_PLAN") {
-        match Method::parse(&text) {
-            Ok(method) => config.method = method,
-            Err(e) => {
-                stderr_line(&format!(
-                    "memplan pool: MEMPLAN_POOL_PLAN: {e}; the pool is off"
-                ));
-                return;
-            }
-        }
-    }
-    let unplanned = std::env::var("MEMPLAN_POOL_UNPLANNED").unwrap_or_default();
-    match unplanned.as_str() {
-        "" | "mmap" => map_unplanned(config.threshold),
-        "heap" => {}
-        other => {
-            stderr_line(&format!(
-                "memplan pool: MEMPLAN_POOL_UNPLANNED: `{other}` is neither `mmap` nor `heap`; the pool is off"
-            ));
-            return;
-        }
-    }
-    let mut pool = Pool::new(RealSystem, config);
-    if env_flag("MEMPLAN_POOL_LOG") {
+    let mut pool = Pool::new(RealSystem, settings.config);
+    if settings.log {
         pool.log = Some(stderr_line);
     }
     let threshold = pool.threshold().max(1);
@@ -383,7 +437,7 @@ fn setup_pool() {
     // SAFETY: registering handlers with no arguments, defined below as `extern "C"`.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-        if env_flag("MEMPLAN_POOL_SUMMARY") {
+        if settings.summary {
             libc::atexit(summary_at_exit);
         }
     }
@@ -411,6 +465,34 @@ fn map_unplanned(threshold: usize) {
     }
 }
 
+/// Undoes [`map_unplanned`] as far as glibc allows (its dynamic threshold cannot be
+/// switched on again): the mmap threshold becomes what glibc's dynamic rule would have
+/// made it after freeing the largest request seen (at least glibc's default 128 KiB, at
+/// most its 32 MiB ceiling), the trim threshold twice that.
+fn relax_unplanned(largest: usize) {
+    const M_TRIM_THRESHOLD: c_int = -1;
+    const M_MMAP_THRESHOLD: c_int = -3;
+    let f = REAL_MALLOPT.load(Ordering::Relaxed);
+    if f == 0 {
+        return;
+    }
+    let mmap = largest
+        .saturating_add(4095)
+        .clamp(128 << 10, 32 << 20)
+        .next_multiple_of(4096);
+    for (param, value) in [(M_MMAP_THRESHOLD, mmap), (M_TRIM_THRESHOLD, 2 * mmap)] {
+        let Ok(value) = c_int::try_from(value) else {
+            continue;
+        };
+        // SAFETY: REAL_MALLOPT holds the system's `int mallopt(int param, int value)`.
+        unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(c_int, c_int) -> c_int>(f)(
+                param, value,
+            )
+        };
+    }
+}
+
 extern "C" fn fork_prepare() {
     lock();
 }
@@ -420,7 +502,12 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
-    // The child has one thread and a consistent pool (the parent held the lock).
+    // The child has one thread and a consistent pool (the parent held the lock); the
+    // parent's training thread is not in it.
+    // SAFETY: the lock is held (taken by `fork_prepare`); this is the child's only thread.
+    if let Some(pool) = unsafe { (*POOL.pool.get()).as_mut() } {
+        pool.after_fork_in_child();
+    }
     unlock();
 }
 
@@ -440,25 +527,37 @@ extern "C" fn summary_at_exit() {
 
 fn large(size: usize) -> bool {
     let t = THRESHOLD.load(Ordering::Relaxed);
-    t != 0 && size >= t
+    t != 0 && size >= t && !ASIDE.load(Ordering::Relaxed)
+}
+
+/// A number that tells this thread apart from the process's other live threads.
+fn thread_token() -> usize {
+    INSIDE
+        .try_with(|inside| ptr::from_ref(inside) as usize)
+        .unwrap_or(0)
 }
 
 fn pool_alloc(size: usize, align: usize) -> Option<*mut c_void> {
-    let addr = with_pool(|p| {
-        let a = p.alloc(size, align);
-        (a, p.owns(a))
+    let thread = thread_token();
+    let (addr, owned, aside) = with_pool(|p| {
+        let a = p.alloc_from(size, align, thread);
+        (a, p.owns(a), p.aside())
     })?;
-    if addr.1 {
-        note_arena(addr.0, size);
+    if owned {
+        note_arena(addr, size);
     }
-    Some(addr.0 as *mut c_void)
+    if aside {
+        ASIDE.store(true, Ordering::Relaxed);
+    }
+    Some(addr as *mut c_void)
 }
 
 /// Frees `p` if it is the pool's (or a large block it records); false otherwise.
 fn pool_free(p: *mut c_void) -> bool {
     let addr = p as usize;
-    let candidate =
-        maybe_arena(addr) || (THRESHOLD.load(Ordering::Relaxed) != 0 && large(real_usable(p)));
+    // Once the pool stepped aside, `large` is false (and the system's size is not even
+    // asked): only arena blocks reach it.
+    let candidate = maybe_arena(addr) || (large(usize::MAX) && large(real_usable(p)));
     if !candidate {
         return false;
     }
@@ -472,7 +571,21 @@ fn pool_usable(p: *mut c_void) -> Option<usize> {
     with_pool(|pool| pool.usable_size(p as usize)).flatten()
 }
 
+fn set_errno(code: c_int) {
+    // SAFETY: `__errno_location` returns this thread's `errno`, valid for a write.
+    unsafe { *libc::__errno_location() = code };
+}
+
+/// Sizes above this fail with `ENOMEM` at once, as glibc's do (`PTRDIFF_MAX`).
+const MAX_SIZE: usize = isize::MAX as usize;
+
+/// `size` bytes aligned to `align` (a power of two): the pool's when planned, else the
+/// system's; null with `errno` `ENOMEM` when out of memory.
 fn alloc_aligned(align: usize, size: usize) -> *mut c_void {
+    if size > MAX_SIZE {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    }
     if large(size) {
         if let Some(p) = pool_alloc(size, align) {
             return p;
@@ -482,6 +595,21 @@ fn alloc_aligned(align: usize, size: usize) -> *mut c_void {
         real_malloc(size)
     } else {
         real_memalign(align, size)
+    }
+}
+
+/// glibc's `memalign` rule: alignments up to 16 are `malloc`'s; larger ones that are no
+/// power of two are rounded up to the next; above `SIZE_MAX / 2 + 1`, `EINVAL`.
+fn memalign_checked(align: usize, size: usize) -> *mut c_void {
+    if align <= 16 {
+        return alloc_aligned(16, size);
+    }
+    match align.checked_next_power_of_two() {
+        Some(align) => alloc_aligned(align, size),
+        None => {
+            set_errno(libc::EINVAL);
+            ptr::null_mut()
+        }
     }
 }
 
@@ -514,7 +642,8 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    let Some(bytes) = n.checked_mul(size) else {
+    let Some(bytes) = n.checked_mul(size).filter(|&b| b <= MAX_SIZE) else {
+        set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
     if large(bytes) {
@@ -535,6 +664,11 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if size > MAX_SIZE {
+        // As glibc: `p` stays valid and untouched.
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    }
     if p.is_null() {
         return alloc_aligned(16, size);
     }
@@ -561,7 +695,25 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     new
 }
 
-/// `posix_memalign`.
+/// `reallocarray`: `realloc(p, n * size)`, or null with `ENOMEM` when the product
+/// overflows (`p` untouched).
+///
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: as this function's contract.
+        Some(bytes) => unsafe { realloc(p, bytes) },
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `posix_memalign`: `EINVAL` unless `align` is a power of two and a multiple of
+/// `sizeof(void *)`; `ENOMEM` (and `*out` untouched) when out of memory.
 ///
 /// # Safety
 /// As the C function: `out` is valid for a write.
@@ -570,8 +722,8 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     if !align.is_power_of_two() || align % std::mem::size_of::<usize>() != 0 {
         return libc::EINVAL;
     }
-    let p = alloc_aligned(align, size);
-    if p.is_null() && size != 0 {
+    let p = alloc_aligned(align.max(16), size);
+    if p.is_null() {
         return libc::ENOMEM;
     }
     // SAFETY: the caller passes a valid pointer.
@@ -579,28 +731,27 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     0
 }
 
-/// `aligned_alloc`.
+/// `aligned_alloc`. An alignment that is no power of two is the system's to judge (glibc
+/// 2.36 treats it as `memalign` does, 2.38 refuses it with `EINVAL`): the request goes to
+/// the system's own `aligned_alloc`.
 ///
 /// # Safety
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    if !align.is_power_of_two() {
-        return ptr::null_mut();
+    if align.is_power_of_two() {
+        return memalign_checked(align, size);
     }
-    alloc_aligned(align, size)
+    real_aligned_alloc(align, size)
 }
 
-/// `memalign`.
+/// `memalign` (glibc's rule: see [`memalign_checked`]).
 ///
 /// # Safety
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    if !align.is_power_of_two() {
-        return ptr::null_mut();
-    }
-    alloc_aligned(align, size)
+    memalign_checked(align, size)
 }
 
 /// `valloc`.
@@ -609,16 +760,23 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    alloc_aligned(4096, size)
+    alloc_aligned(PAGE, size)
 }
 
-/// `pvalloc`.
+/// `pvalloc`: `size` rounded up to whole pages; null with `ENOMEM` when the rounding
+/// overflows.
 ///
 /// # Safety
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    alloc_aligned(4096, size.next_multiple_of(4096))
+    match size.checked_next_multiple_of(PAGE) {
+        Some(rounded) => alloc_aligned(PAGE, rounded),
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
 }
 
 /// `malloc_usable_size`.
@@ -627,6 +785,9 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
     pool_usable(p).unwrap_or_else(|| real_usable(p))
 }
 
