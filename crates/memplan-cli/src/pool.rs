@@ -179,12 +179,18 @@ pub enum AllocatorKind {
 }
 
 impl AllocatorKind {
-    const ALL: [AllocatorKind; 4] = [
-        AllocatorKind::System,
-        AllocatorKind::Jemalloc,
-        AllocatorKind::Mimalloc,
-        AllocatorKind::Pool,
-    ];
+    /// The allocators this build can replay through: jemalloc and mimalloc only with the
+    /// `bench-allocators` feature.
+    const ALL: &'static [AllocatorKind] = if cfg!(feature = "bench-allocators") {
+        &[
+            AllocatorKind::System,
+            AllocatorKind::Jemalloc,
+            AllocatorKind::Mimalloc,
+            AllocatorKind::Pool,
+        ]
+    } else {
+        &[AllocatorKind::System, AllocatorKind::Pool]
+    };
 
     fn name(self) -> &'static str {
         match self {
@@ -549,7 +555,7 @@ fn bench(path: &Path, args: &ReplayArgs) -> Result<ExitCode> {
     let (mut args, _plan_file) = with_plan(path, args, true)?;
     args.touch = true;
     let mut reports = Vec::new();
-    for allocator in AllocatorKind::ALL {
+    for &allocator in AllocatorKind::ALL {
         reports.push(spawn_child(path, allocator, &args)?);
     }
     let system_ns = reports
@@ -851,14 +857,23 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
         (AllocatorKind::Pool, Some(plan)) => {
             Chosen::Pool(Box::new(Pool::new(plan, PoolOptions { prefault: true })?))
         }
+        #[cfg(feature = "bench-allocators")]
         (AllocatorKind::Jemalloc, _) => Chosen::Jemalloc(Global(tikv_jemallocator::Jemalloc)),
+        #[cfg(feature = "bench-allocators")]
         (AllocatorKind::Mimalloc, _) => Chosen::Mimalloc(Global(mimalloc::MiMalloc)),
+        #[cfg(not(feature = "bench-allocators"))]
+        (AllocatorKind::Jemalloc | AllocatorKind::Mimalloc, _) => bail!(
+            "this memplan was built without the bench-allocators feature, so it cannot replay through {}; build it with `cargo install --path crates/memplan-cli --locked --features bench-allocators`",
+            kind.name()
+        ),
         _ => Chosen::System(System),
     };
     let (backend, pool): (&dyn Backend, Option<&Pool>) = match &chosen {
         Chosen::Pool(pool) => (&**pool, Some(&**pool)),
         Chosen::System(system) => (system, None),
+        #[cfg(feature = "bench-allocators")]
         Chosen::Jemalloc(jemalloc) => (jemalloc, None),
+        #[cfg(feature = "bench-allocators")]
         Chosen::Mimalloc(mimalloc) => (mimalloc, None),
     };
     // Iterations before the plan's are the recording phase: the pool serves them by its
@@ -956,7 +971,9 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
 enum Chosen {
     Pool(Box<Pool>),
     System(System),
+    #[cfg(feature = "bench-allocators")]
     Jemalloc(Global<tikv_jemallocator::Jemalloc>),
+    #[cfg(feature = "bench-allocators")]
     Mimalloc(Global<mimalloc::MiMalloc>),
 }
 
