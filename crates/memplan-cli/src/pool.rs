@@ -686,8 +686,11 @@ impl Backend for System {
     }
 }
 
+/// An allocator object (jemalloc, mimalloc) as a replay backend.
+#[cfg(feature = "bench-allocators")]
 struct Global<A: std::alloc::GlobalAlloc>(A);
 
+#[cfg(feature = "bench-allocators")]
 impl<A: std::alloc::GlobalAlloc> Backend for Global<A> {
     fn alloc(&self, size: usize, align: usize) -> *mut u8 {
         match std::alloc::Layout::from_size_align(size, align) {
