@@ -80,6 +80,45 @@ fn an_endless_input_fails_at_once() {
     }
 }
 
+/// `/dev/zero` named as an ONNX model or a PipeDream profile (through a symlink, so that
+/// the extension picks the reader) is refused in its first bytes, never read until memory
+/// runs out (both read without bound before).
+#[test]
+fn an_endless_model_or_profile_fails_at_once() {
+    if !std::path::Path::new("/dev/zero").exists() {
+        eprintln!("skipped: no /dev/zero here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = dir.path().join("zero.onnx");
+    let profile = dir.path().join("zero.graph.txt");
+    for link in [&onnx, &profile] {
+        std::os::unix::fs::symlink("/dev/zero", link).unwrap();
+    }
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["plan", onnx.to_str().unwrap()],
+            "cannot start a protobuf message",
+        ),
+        (
+            &["inspect", onnx.to_str().unwrap()],
+            "cannot start a protobuf message",
+        ),
+        (
+            &["bound", onnx.to_str().unwrap()],
+            "cannot start a protobuf message",
+        ),
+        (&["swap", profile.to_str().unwrap()], "NUL byte"),
+    ];
+    for (args, expected) in cases {
+        let out = memplan(args);
+        no_panic(&out, args[0]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn negative_numbers_for_numeric_flags_name_the_flag() {
     let cases: &[&[&str]] = &[

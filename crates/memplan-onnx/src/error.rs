@@ -15,6 +15,9 @@ pub enum OnnxError {
         #[source]
         source: std::io::Error,
     },
+    /// The file could not be read (missing, unreadable, too large, or refused at once).
+    #[error(transparent)]
+    File(Box<memplan::io::file::FileError>),
     #[error("{source_name}: not a valid ONNX model (protobuf decoding failed: {message}); the file may be truncated or not an .onnx file")]
     Decode {
         source_name: Arc<str>,

@@ -111,11 +111,30 @@ pub fn import_file(
     path: &Path,
     options: &ImportOptions,
 ) -> Result<memplan_graph::Graph, OnnxError> {
-    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = memplan::io::file::read_bytes_checked(path, MAX_ONNX_BYTES, |chunk, offset| {
+        match (offset, chunk.first()) {
+            (0, Some(&first)) if !could_start_a_message(first) => Err(format!(
+                "not an ONNX model: its first byte {first:#04x} cannot start a protobuf message (field number 0 or wire type {}); check that this is an .onnx file",
+                first & 7
+            )),
+            _ => Ok(()),
+        }
+    })
+    .map_err(|e| OnnxError::File(Box::new(e)))?;
     import_bytes(&bytes, &path.display().to_string(), options)
+}
+
+/// The largest `.onnx` file read: 2 GiB, protobuf's limit for one message (larger models
+/// keep their weights in external data files, which memplan never opens).
+pub const MAX_ONNX_BYTES: u64 = 2 << 30;
+
+/// Whether `byte`, the first byte of a file, can start a protobuf message: the first
+/// byte of a field's tag, whose field number is not 0 (when the tag fits one byte) and
+/// whose wire type is one protobuf uses (0, 1, 2, 5; the group types 3 and 4 are gone).
+fn could_start_a_message(byte: u8) -> bool {
+    let wire_type = byte & 7;
+    let number_is_zero = byte & 0x80 == 0 && byte >> 3 == 0;
+    !number_is_zero && matches!(wire_type, 0 | 1 | 2 | 5)
 }
 
 /// Imports a model from its serialised bytes; `source` names it in messages. Never panics.

@@ -130,7 +130,8 @@ pub struct PipeDreamError {
 /// Reads a profile from a file.
 pub fn read_file(path: &Path) -> Result<Profile, PipeDreamError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| PipeDreamError {
+    // Bounded like every text input (1 GiB; a NUL byte, as in `/dev/zero`, stops it at once).
+    let text = memplan::io::file::read_text(path).map_err(|e| PipeDreamError {
         file: file.clone(),
         line: 0,
         message: format!("cannot read: {e}"),

@@ -22,6 +22,9 @@ pub enum FileError {
     /// More bytes than the reader accepts.
     #[error("'{}' is larger than {limit} bytes, the most memplan reads from one input; split the input or check that this is the file you meant", path.display())]
     TooLarge { path: PathBuf, limit: u64 },
+    /// The format's reader refused the input while reading it.
+    #[error("'{}': {message}", path.display())]
+    Refused { path: PathBuf, message: String },
     /// A text input holds a NUL byte or is not UTF-8.
     #[error("'{}' is not UTF-8 text ({what} at byte {offset}); memplan reads minimalloc CSV, graph JSON, plan JSON and trace CSV as text", path.display())]
     NotText {
@@ -70,6 +73,22 @@ fn read_with(
 /// Reads a binary input of at most `limit` bytes.
 pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     read_with(path, limit, |_, _| Ok(()))
+}
+
+/// [`read_bytes`] that also shows each chunk, with its offset, to `check`, which may stop
+/// the reading with a message (the reader of a format refuses what cannot be its start
+/// before the whole of a huge input is read: `/dev/zero` as a model).
+pub fn read_bytes_checked(
+    path: &Path,
+    limit: u64,
+    mut check: impl FnMut(&[u8], u64) -> Result<(), String>,
+) -> Result<Vec<u8>, FileError> {
+    read_with(path, limit, |chunk, offset| {
+        check(chunk, offset).map_err(|message| FileError::Refused {
+            path: path.to_path_buf(),
+            message,
+        })
+    })
 }
 
 /// Reads a text input of at most [`MAX_TEXT_BYTES`]: UTF-8 without NUL bytes. A NUL
