@@ -32,7 +32,7 @@ const LISTED_BUFFERS: usize = 32;
 /// (for the scale measurements of issue #18).
 fn phase(name: &str, since: Instant) {
     if std::env::var_os("MEMPLAN_TIMINGS").is_some() {
-        eprintln!("timing: {name} {:.3} s", since.elapsed().as_secs_f64());
+        noteln!("timing: {name} {:.3} s", since.elapsed().as_secs_f64());
     }
 }
 
@@ -77,9 +77,9 @@ fn with_search_progress<T>(work: impl FnOnce(&Hooks) -> T) -> T {
             p.elapsed.as_secs_f64()
         );
         if terminal {
-            eprint!("\r{line}\x1b[K");
+            note!("\r{line}\x1b[K");
         } else {
-            eprintln!("{line}");
+            noteln!("{line}");
         }
     };
     let hooks = Hooks {
@@ -88,7 +88,7 @@ fn with_search_progress<T>(work: impl FnOnce(&Hooks) -> T) -> T {
     };
     let result = work(&hooks);
     if terminal {
-        eprintln!();
+        noteln!();
     }
     result
 }
@@ -436,9 +436,10 @@ pub fn plan(
             Some(false) => ("no plan fits (proven)", 3),
             None => ("undecided (limit reached)", 4),
         };
-        eprintln!(
+        noteln!(
             "search: capacity {capacity} bytes: {verdict}; arena {} bytes, bound {} bytes",
-            search.arena, search.lower_bound
+            search.arena,
+            search.lower_bound
         );
         code = ExitCode::from(status);
     }

@@ -9,6 +9,24 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memplan_graph::{Options, Order};
 
+/// Writes to standard error, ignoring a failure: with stderr closed or full there is
+/// nowhere left to report it, and a message must never turn into a panic (exit 101).
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`note!`] with a newline.
+macro_rules! noteln {
+    () => { note!("\n") };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod commands;
 /// Loading inputs lives in the library front door ([`memplan_session::input`]).
 use memplan_session::input;
@@ -578,7 +596,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {}", describe(&error));
+            noteln!("error: {}", describe(&error));
             ExitCode::from(2)
         }
     }

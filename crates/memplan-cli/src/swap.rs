@@ -443,7 +443,7 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
     };
-    print!("{text}");
+    crate::commands::emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -545,7 +545,7 @@ fn baseline(args: &SwapArgs, step: &Step, name: String) -> Result<ExitCode> {
             format!("{}\n", serde_json::to_string_pretty(&value)?)
         }
     };
-    print!("{text}");
+    crate::commands::emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
 }
 

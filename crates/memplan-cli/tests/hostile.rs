@@ -340,3 +340,88 @@ fn a_bom_is_accepted_by_every_json_input_and_a_non_object_is_refused() {
         assert!(err.contains("top level is an array"), "{args:?}: {err}");
     }
 }
+
+/// The workspace root, where the examples' paths start.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Commands that print a result on standard output, one per subcommand that does.
+fn printing_commands() -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["plan", "examples/small.csv"],
+        vec!["plan", "examples/small_cnn.json", "-f", "json"],
+        vec!["bound", "examples/small.csv"],
+        vec!["inspect", "examples/small_cnn.json"],
+        vec!["planners"],
+        vec!["bench", "examples/small.csv", "--planners", "naive"],
+        vec!["swap", "crates/memplan-cli/tests/data/tiny.graph.txt"],
+        vec!["pool", "train", "examples/pool_trace.csv"],
+    ]
+}
+
+/// Standard output on a full disk (`/dev/full`): every printing subcommand ends with a
+/// clear error naming standard output (exit 2), never a panic.
+#[test]
+fn a_full_standard_output_is_a_clear_error_for_every_subcommand() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full here");
+        return;
+    };
+    for args in printing_commands() {
+        let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
+            .args(&args)
+            .current_dir(root())
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        no_panic(&out, &args.join(" "));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write to standard output"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Standard output closed before the result is written (`memplan … | head` after head
+/// exits): every printing subcommand exits quietly, without a panic or a message.
+#[test]
+fn a_closed_pipe_on_standard_output_ends_quietly_for_every_subcommand() {
+    for args in printing_commands() {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+            .args(&args)
+            .current_dir(root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away before anything is read
+        let out = child.wait_with_output().unwrap();
+        no_panic(&out, &args.join(" "));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}
+
+/// An error reported to a full or closed standard error still exits 2, not 101.
+#[test]
+fn an_error_on_a_full_or_closed_standard_error_exits_2() {
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
+            .args(["plan", "no-such-file.csv"])
+            .stderr(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(["plan", "no-such-file.csv"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+}
