@@ -596,7 +596,14 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            noteln!("error: {}", describe(&error));
+            // Names and file contents echoed in a message are shown, never obeyed: every
+            // control character but the line breaks between causes is escaped.
+            let text: String = describe(&error)
+                .split('\n')
+                .map(|line| memplan::render::printable(line).into_owned())
+                .collect::<Vec<_>>()
+                .join("\n");
+            noteln!("error: {text}");
             ExitCode::from(2)
         }
     }

@@ -425,3 +425,25 @@ fn an_error_on_a_full_or_closed_standard_error_exits_2() {
     drop(child.stderr.take());
     assert_eq!(child.wait().unwrap().code(), Some(2));
 }
+
+/// Escape sequences in a file's contents or name (a CSV header, a path) are echoed
+/// escaped in error messages, never raw to the terminal.
+#[test]
+fn control_characters_in_error_messages_are_escaped() {
+    let header = scratch(
+        "escape-header.csv",
+        b"id,lo\x1b[2Jwer,upper,size\n1,0,1,8\n",
+    );
+    let named = scratch(
+        "na\x1b]0;title\x07me.csv",
+        b"id,lower,upper,size\nx,0,1,-8\n",
+    );
+    for path in [&header, &named] {
+        let out = memplan(&["plan", path.to_str().unwrap()]);
+        no_panic(&out, "plan");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+        assert!(err.contains("\\u{1b}"), "{err:?}");
+    }
+}
