@@ -431,16 +431,23 @@ pub fn plan(
     // Decision mode (`--capacity`): the exit status says whether a plan fits.
     let mut code = ExitCode::SUCCESS;
     if let (Some(capacity), Some(search)) = (extras.search.capacity, &outcome.search) {
+        let (arena, bound) = (search.arena, search.lower_bound);
         let (verdict, status) = match search.capacity_met {
-            Some(true) => ("a plan fits", 0),
-            Some(false) => ("no plan fits (proven)", 3),
-            None => ("undecided (limit reached)", 4),
+            Some(true) => (format!("a plan fits: its arena is {arena} bytes"), 0),
+            Some(false) => (
+                format!(
+                    "no plan fits (proven: no arena below {bound} bytes exists); the plan written is the best found, {arena} bytes, above the capacity"
+                ),
+                3,
+            ),
+            None => (
+                format!(
+                    "undecided (limit reached): the best plan found has {arena} bytes, above the capacity, and no arena below {bound} bytes is possible"
+                ),
+                4,
+            ),
         };
-        noteln!(
-            "search: capacity {capacity} bytes: {verdict}; arena {} bytes, bound {} bytes",
-            search.arena,
-            search.lower_bound
-        );
+        noteln!("search: capacity {capacity} bytes: {verdict}");
         code = ExitCode::from(status);
     }
     // The process ends next and takes its memory back at once: freeing a problem of 10^7

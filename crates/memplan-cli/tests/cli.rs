@@ -2478,3 +2478,39 @@ fn done_when_every_method_plans_the_seven_models_and_npu_is_within_1_25() {
         }
     }
 }
+
+/// Decision mode: the exit status says whether a plan fits, and the message says what
+/// was found and what was proven (it printed "arena N bytes" for a run that found no
+/// plan below the capacity).
+#[test]
+fn capacity_verdicts_say_what_was_found_and_proven() {
+    let run = |capacity: &str| {
+        memplan(&[
+            "plan",
+            "examples/small.csv",
+            "--planner",
+            "search",
+            "--threads",
+            "1",
+            "--capacity",
+            capacity,
+            "-o",
+            "/dev/null",
+        ])
+    };
+    let out = run("1");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no plan fits (proven: no arena below 14336 bytes exists)")
+            && err.contains("the best found, 14336 bytes, above the capacity"),
+        "{err}"
+    );
+    let out = run("100000");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a plan fits: its arena is 14336 bytes"),
+        "{}",
+        stderr(&out)
+    );
+}
