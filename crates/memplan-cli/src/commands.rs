@@ -710,7 +710,9 @@ pub fn check(
     settings: &GraphSettings,
     platform: &crate::npu::PlatformArg,
 ) -> Result<ExitCode> {
-    let summary = input::read_plan_summary(plan_path)?;
+    // The plan file is read once, for its summary and its plan.
+    let plan_text = input::read_text(plan_path)?;
+    let summary = input::plan_summary(plan_path, &plan_text)?;
     let all_orders = match &summary {
         Some(summary) => input::exclusive_plan_all_orders(plan_path, summary)?,
         None => false,
@@ -757,11 +759,13 @@ pub fn check(
         }
         (None, None) => None,
     };
-    let (plan, aligned) = input::read_plan(
+    let (plan, aligned) = input::plan_from_text(
         plan_path,
+        &plan_text,
         rebuilt.as_ref().unwrap_or(&loaded.problem),
         alignment,
     )?;
+    drop(plan_text); // its memory back before the check (10^6 buffers: ~250 MB of JSON)
     let problem = aligned
         .as_ref()
         .unwrap_or(rebuilt.as_ref().unwrap_or(&loaded.problem));

@@ -312,12 +312,17 @@ pub fn exclusive_plan_all_orders(path: &Path, summary: &json::PlanSummary) -> Re
 /// The summary of a plan JSON (planner, alignment, the planner's own fields), or `None`
 /// for a solution CSV.
 pub fn read_plan_summary(path: &Path) -> Result<Option<json::PlanSummary>> {
-    let text = read_text(path)?;
-    if !memplan::io::is_json(&text) {
+    plan_summary(path, &read_text(path)?)
+}
+
+/// [`read_plan_summary`] of a plan file's text already read (`memplan check` reads the
+/// file once for the summary and the plan).
+pub fn plan_summary(path: &Path, text: &str) -> Result<Option<json::PlanSummary>> {
+    if !memplan::io::is_json(text) {
         return Ok(None);
     }
     Ok(Some(json::read_plan_summary(
-        &text,
+        text,
         &path.display().to_string(),
     )?))
 }
@@ -352,10 +357,19 @@ pub fn read_plan(
     problem: &Problem,
     alignment: u64,
 ) -> Result<(Plan, Option<Problem>)> {
-    let text = read_text(path)?;
+    plan_from_text(path, &read_text(path)?, problem, alignment)
+}
+
+/// [`read_plan`] of a plan file's text already read.
+pub fn plan_from_text(
+    path: &Path,
+    text: &str,
+    problem: &Problem,
+    alignment: u64,
+) -> Result<(Plan, Option<Problem>)> {
     let source = path.display().to_string();
-    if memplan::io::is_json(&text) {
-        let plan = json::read_plan_json(&text, &source, problem)?;
+    if memplan::io::is_json(text) {
+        let plan = json::read_plan_json(text, &source, problem)?;
         if alignment <= 1 {
             return Ok((plan, None));
         }
@@ -364,6 +378,6 @@ pub fn read_plan(
             .with_context(|| format!("'{}': its \"alignment\" {alignment}", path.display()))?;
         Ok((plan, Some(aligned)))
     } else {
-        Ok(csv::read_solution_realigned(&text, &source, problem)?)
+        Ok(csv::read_solution_realigned(text, &source, problem)?)
     }
 }
