@@ -765,7 +765,7 @@ pub fn check(
         rebuilt.as_ref().unwrap_or(&loaded.problem),
         alignment,
     )?;
-    drop(plan_text); // its memory back before the check (10^6 buffers: ~250 MB of JSON)
+    drop(plan_text); // its memory back before the check
     let problem = aligned
         .as_ref()
         .unwrap_or(rebuilt.as_ref().unwrap_or(&loaded.problem));
