@@ -299,3 +299,97 @@ proptest! {
         }
     }
 }
+
+/// TFLM's walk as TFLM does it (every placed buffer, in offset order, equal offsets in
+/// placement order): the reference for the indexed walk of `tflm_greedy_offsets`.
+fn tflm_walk_every_buffer(problem: &Problem) -> Vec<u64> {
+    let buffers = problem.buffers();
+    let conflicts: std::collections::HashSet<(u32, u32)> = problem
+        .conflicts()
+        .iter()
+        .map(|&(a, b)| (a.0, b.0))
+        .collect();
+    let together = |a: usize, b: usize| {
+        buffers[a].lifetime.overlaps(buffers[b].lifetime)
+            || conflicts.contains(&(a.min(b) as u32, a.max(b) as u32))
+    };
+    let mut offsets = vec![0u64; buffers.len()];
+    for (i, b) in buffers.iter().enumerate() {
+        if b.size == 0 {
+            offsets[i] = b.fixed_offset.unwrap_or(0);
+        }
+    }
+    let mut order: Vec<usize> = (0..buffers.len())
+        .filter(|&i| buffers[i].fixed_offset.is_some() && buffers[i].size > 0)
+        .collect();
+    let mut online: Vec<usize> = (0..buffers.len())
+        .rev()
+        .filter(|&i| buffers[i].fixed_offset.is_none() && buffers[i].size > 0)
+        .collect();
+    online.sort_by(|&a, &b| buffers[b].size.cmp(&buffers[a].size));
+    order.extend(online);
+    let mut by_offset: Vec<usize> = Vec::new();
+    for &id in &order {
+        let wanted = &buffers[id];
+        let offset = match wanted.fixed_offset {
+            Some(fixed) => fixed,
+            None => {
+                let mut candidate = 0u64;
+                for &placed in &by_offset {
+                    if !together(placed, id) {
+                        continue;
+                    }
+                    if offsets[placed] >= candidate && offsets[placed] - candidate >= wanted.size {
+                        break;
+                    }
+                    let end = offsets[placed] + buffers[placed].size;
+                    if end > candidate {
+                        candidate = end.next_multiple_of(wanted.alignment);
+                    }
+                }
+                candidate
+            }
+        };
+        offsets[id] = offset;
+        let at = by_offset.partition_point(|&p| offsets[p] <= offset);
+        by_offset.insert(at, id);
+    }
+    offsets
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// The indexed walk gives TFLM's offsets exactly: random lifetimes (many sharing
+    /// starts and ends), sizes with ties, alignments, fixed offsets and conflict pairs.
+    #[test]
+    fn the_indexed_walk_is_tflms_walk(
+        specs in prop::collection::vec(
+            (0u64..12, 1u64..6, prop::sample::select(vec![0u64, 16, 32, 48, 64]), 0u8..10),
+            1..40,
+        ),
+        pairs in prop::collection::vec((0usize..40, 0usize..40), 0..6),
+    ) {
+        let buffers: Vec<Buffer> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(start, len, size, kind))| {
+                let mut b = Buffer::new(format!("b{i}"), size, start, start + len);
+                if kind == 0 {
+                    b.fixed_offset = Some(64 * (i as u64 % 3));
+                } else if kind == 1 {
+                    b.alignment = 32;
+                }
+                b
+            })
+            .collect();
+        let n = buffers.len();
+        let conflicts: Vec<(BufferId, BufferId)> = pairs
+            .iter()
+            .filter(|&&(a, b)| a < n && b < n && a != b)
+            .map(|&(a, b)| (BufferId(a as u32), BufferId(b as u32)))
+            .collect();
+        let problem = Problem::new(buffers, conflicts).unwrap();
+        prop_assert_eq!(tflm_greedy_offsets(&problem).unwrap(), tflm_walk_every_buffer(&problem));
+    }
+}
