@@ -4,10 +4,12 @@
 //! libraries, and converts the result; no planning logic lives here. Errors become
 //! exceptions carrying the library's message: each library error type is mapped to one
 //! exception class in [`error`] (`MemplanError` and its subclasses, the built-in
-//! `OSError`s for files).
+//! `OSError`s for files). Every argument is checked here, so that no panic crosses into
+//! Python: numbers out of range raise `ValueError`/`OverflowError` naming the argument.
 //! The GIL is released while planning and checking; a `search` waits in short slices so
 //! that Ctrl-C interrupts it and returns the best plan found so far.
 
+mod args;
 mod error;
 
 use std::collections::BTreeMap;
@@ -62,11 +64,11 @@ impl Buffer {
     #[pyo3(signature = (name, size, start, end, alignment = 1, offset = None))]
     fn new(
         name: String,
-        size: u64,
-        start: u64,
-        end: u64,
-        alignment: u64,
-        offset: Option<u64>,
+        #[pyo3(from_py_with = args::size)] size: u64,
+        #[pyo3(from_py_with = args::start)] start: u64,
+        #[pyo3(from_py_with = args::end)] end: u64,
+        #[pyo3(from_py_with = args::alignment)] alignment: u64,
+        #[pyo3(from_py_with = args::offset)] offset: Option<u64>,
     ) -> Buffer {
         Buffer {
             name,
@@ -135,12 +137,12 @@ impl Problem {
     #[staticmethod]
     #[pyo3(signature = (sizes, starts, ends, names = None, alignments = None, offsets = None))]
     fn from_lists(
-        sizes: Vec<u64>,
-        starts: Vec<u64>,
-        ends: Vec<u64>,
+        #[pyo3(from_py_with = args::sizes)] sizes: Vec<u64>,
+        #[pyo3(from_py_with = args::starts)] starts: Vec<u64>,
+        #[pyo3(from_py_with = args::ends)] ends: Vec<u64>,
         names: Option<Vec<String>>,
-        alignments: Option<Vec<u64>>,
-        offsets: Option<Vec<Option<u64>>>,
+        #[pyo3(from_py_with = args::alignments)] alignments: Option<Vec<u64>>,
+        #[pyo3(from_py_with = args::offsets)] offsets: Option<Vec<Option<u64>>>,
     ) -> Result<Problem> {
         let n = sizes.len();
         let lengths = [
@@ -219,7 +221,10 @@ impl Problem {
 
     /// The same problem with every offset required to be a multiple of `alignment`
     /// (at least 1; `ValueError` otherwise).
-    fn with_alignment(&self, alignment: u64) -> Result<Problem> {
+    fn with_alignment(
+        &self,
+        #[pyo3(from_py_with = args::alignment)] alignment: u64,
+    ) -> Result<Problem> {
         Ok(Problem {
             inner: aligned_problem(&self.inner, alignment)?,
         })
@@ -465,12 +470,12 @@ fn plan(
     problem: &Problem,
     planner: &str,
     time_limit: Option<f64>,
-    alignment: u64,
-    seed: u64,
-    threads: usize,
+    #[pyo3(from_py_with = args::alignment)] alignment: u64,
+    #[pyo3(from_py_with = args::seed)] seed: u64,
+    #[pyo3(from_py_with = args::threads)] threads: usize,
     metric: Option<&str>,
-    max_iters: Option<u32>,
-    max_reads: Option<u64>,
+    #[pyo3(from_py_with = args::max_iters)] max_iters: Option<u32>,
+    #[pyo3(from_py_with = args::max_reads)] max_reads: Option<u64>,
     return_on_interrupt: bool,
 ) -> Result<PlanResult> {
     let base = planner::by_name(planner)?;
@@ -602,20 +607,7 @@ fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> Result<V
             result.same_problem(&problem.inner)?;
             (result.offsets.clone(), result.alignment)
         }
-        Err(_) => (
-            plan.extract().map_err(|e: PyErr| {
-                // Keep the class (TypeError for a non-list or a non-int, OverflowError for
-                // an int outside 0..2**64), name the argument.
-                PyErr::from_type(
-                    e.get_type(py),
-                    format!(
-                        "argument 'plan': a PlanResult or a list of offsets: {}",
-                        e.value(py)
-                    ),
-                )
-            })?,
-            1,
-        ),
+        Err(_) => (args::plan_offsets(plan)?, 1),
     };
     // A plan is held to the alignment it was made with.
     let aligned = if alignment != 1 {
@@ -701,8 +693,8 @@ fn read_plan(text: &str, problem: &Problem, source: &str) -> Result<PlanResult> 
 fn load_onnx(
     py: Python<'_>,
     path: PathBuf,
-    input_shapes: Option<BTreeMap<String, Vec<u64>>>,
-    dims: Option<BTreeMap<String, u64>>,
+    #[pyo3(from_py_with = args::input_shapes)] input_shapes: Option<BTreeMap<String, Vec<u64>>>,
+    #[pyo3(from_py_with = args::dims)] dims: Option<BTreeMap<String, u64>>,
     alias: bool,
     inplace: bool,
 ) -> Result<Problem> {
