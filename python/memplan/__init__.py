@@ -42,8 +42,7 @@ from ._memplan import (
     planners,
     read_plan,
 )
-
-__version__ = "0.1.0"
+from ._memplan import __version__ as __version__
 
 __all__ = [
     "Buffer",

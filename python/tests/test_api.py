@@ -219,6 +219,17 @@ def test_read_csv_of_binary_is_a_format_error(tmp_path):
         memplan.read_csv(path)
 
 
+def test_the_version_is_cargo_workspace_version():
+    import importlib.metadata
+
+    text = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
+    section = text.split("[workspace.package]", 1)[1].split("\n[", 1)[0]
+    version = re.search(r'^version\s*=\s*"([^"]+)"', section, re.M).group(1)
+    assert memplan.__version__ == version
+    assert memplan._memplan.__version__ == version
+    assert importlib.metadata.version("memplan") == version
+
+
 def random_problem(n, seed=1):
     import random
 

@@ -768,6 +768,7 @@ fn read_model_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>> {
 
 #[pymodule]
 fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MemplanError", m.py().get_type::<MemplanError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
     m.add("FormatError", m.py().get_type::<FormatError>())?;
