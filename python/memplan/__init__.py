@@ -22,12 +22,15 @@ ExecuTorch users switch memplan on with one line; see :mod:`memplan.executorch`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+import os
+from typing import Any, Optional, Union
 
 from ._memplan import (
     Buffer,
+    FormatError,
     InputError,
     MemplanError,
+    ModelError,
     PlanningError,
     PlanResult,
     Problem,
@@ -39,11 +42,14 @@ from ._memplan import (
     planners,
     read_plan,
 )
+from ._memplan import __version__ as __version__
 
 __all__ = [
     "Buffer",
+    "FormatError",
     "InputError",
     "MemplanError",
+    "ModelError",
     "PlanningError",
     "PlanResult",
     "Problem",
@@ -57,8 +63,6 @@ __all__ = [
     "read_csv",
     "read_plan",
 ]
-
-__version__ = "0.1.0"
 
 # Column names accepted by from_table, first match wins.
 _COLUMNS = {
@@ -109,7 +113,15 @@ def from_table(table: Any) -> Problem:
     )
 
 
-def read_csv(path: str) -> Problem:
-    """Reads a minimalloc CSV file (``id,lower,upper,size[,alignment,offset,…]``)."""
+def read_csv(path: Union[str, "os.PathLike[str]"]) -> Problem:
+    """Reads a minimalloc CSV file (``id,lower,upper,size[,alignment,offset,…]``). A file
+    that cannot be opened raises the built-in :class:`OSError` (``FileNotFoundError``,
+    …); one that is not UTF-8 text or not a valid CSV, :class:`FormatError`."""
     with open(path, encoding="utf-8") as f:
-        return Problem.from_csv(f.read(), str(path))
+        try:
+            text = f.read()
+        except UnicodeDecodeError as error:
+            raise FormatError(
+                f"{os.fspath(path)!s}: not UTF-8 text ({error.reason} at byte {error.start})"
+            ) from None
+    return Problem.from_csv(text, str(os.fspath(path)))

@@ -1,31 +1,62 @@
-"""Type stubs of memplan's native module."""
+"""Type stubs of memplan's native module (checked by `python -m mypy.stubtest memplan._memplan`)."""
 
 from os import PathLike
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
+
+__all__ = [
+    "__version__",
+    "MemplanError",
+    "InputError",
+    "FormatError",
+    "ModelError",
+    "PlanningError",
+    "Buffer",
+    "Problem",
+    "PlanResult",
+    "Violation",
+    "plan",
+    "check",
+    "planners",
+    "read_plan",
+    "load_onnx",
+    "load_tflite",
+]
+
+__version__: str
 
 class MemplanError(Exception): ...
 class InputError(MemplanError): ...
+class FormatError(InputError): ...
+class ModelError(InputError): ...
 class PlanningError(MemplanError): ...
 
+@final
 class Buffer:
-    name: str
-    size: int
-    start: int
-    end: int
-    alignment: int
-    offset: Optional[int]
-    def __init__(
-        self,
+    @property
+    def name(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def offset(self) -> Optional[int]: ...
+    def __new__(
+        cls,
         name: str,
         size: int,
         start: int,
         end: int,
         alignment: int = 1,
         offset: Optional[int] = None,
-    ) -> None: ...
+    ) -> Buffer: ...
 
+@final
 class Problem:
-    def __init__(self, buffers: Sequence[Buffer]) -> None: ...
+    def __new__(cls, buffers: Sequence[Buffer]) -> Problem: ...
     @staticmethod
     def from_lists(
         sizes: Sequence[int],
@@ -46,18 +77,30 @@ class Problem:
     def with_alignment(self, alignment: int) -> Problem: ...
     def __len__(self) -> int: ...
 
+@final
 class PlanResult:
-    offsets: List[int]
-    arena: int
-    lower_bound: int
-    max_live: int
-    alignment: int
-    planner: str
-    chosen: Optional[str]
-    proven_optimal: Optional[bool]
-    stop: Optional[str]
-    seconds: float
-    names: List[str]
+    @property
+    def offsets(self) -> List[int]: ...
+    @property
+    def arena(self) -> int: ...
+    @property
+    def lower_bound(self) -> int: ...
+    @property
+    def max_live(self) -> int: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def planner(self) -> str: ...
+    @property
+    def chosen(self) -> Optional[str]: ...
+    @property
+    def proven_optimal(self) -> Optional[bool]: ...
+    @property
+    def stop(self) -> Optional[str]: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def names(self) -> List[str]: ...
     @property
     def ratio(self) -> float: ...
     def offset_of(self, name: str) -> int: ...
@@ -66,10 +109,14 @@ class PlanResult:
     def to_csv(self, problem: Problem) -> str: ...
     def __len__(self) -> int: ...
 
+@final
 class Violation:
-    kind: str
-    message: str
-    buffers: List[str]
+    @property
+    def kind(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def buffers(self) -> List[str]: ...
 
 def plan(
     problem: Problem,
@@ -88,10 +135,12 @@ def check(problem: Problem, plan: Union[PlanResult, Sequence[int]]) -> List[Viol
 def planners() -> List[Tuple[str, str]]: ...
 def read_plan(text: str, problem: Problem, source: str = "<string>") -> PlanResult: ...
 def load_onnx(
-    path: Union[str, PathLike],
+    path: Union[str, PathLike[str]],
     input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
     dims: Optional[Mapping[str, int]] = None,
     alias: bool = True,
     inplace: bool = True,
 ) -> Problem: ...
-def load_tflite(path: Union[str, PathLike], alias: bool = True, inplace: bool = True) -> Problem: ...
+def load_tflite(
+    path: Union[str, PathLike[str]], alias: bool = True, inplace: bool = True
+) -> Problem: ...

@@ -22,8 +22,11 @@ What the algorithm handles, as ExecuTorch's ``greedy`` and ``BankedGreedy`` do:
   (``graph_module.input_mem_buffer_sizes``) are left free;
 - zero-size specs (they occupy nothing), ``extra_padding`` (added to each used arena,
   64 bytes with an XNNPACK delegate);
-- storage-backed specs (``spec.storage_base``): placed inside their base at
-  ``storage_base_offset``, with the alignment and containment ExecuTorch requires;
+- storage-backed specs: placed inside their base, with the alignment and containment
+  ExecuTorch requires. ExecuTorch 1.5 names the base ``spec.storage_base`` (at
+  ``storage_base_offset``); other versions ``spec.inplace_base`` (at offset 0). A spec
+  with neither field is refused (:func:`_storage`), as ExecuTorch's ``naive`` refuses
+  storage-backed specs, rather than planned as if it owned its bytes;
 - banks with capacities: pinned specs must fit their bank, the others fill the banks in
   preference order and spill to the next; one that fits nowhere fails the export with
   ``BankPlacementError``.
@@ -32,7 +35,7 @@ What the algorithm handles, as ExecuTorch's ``greedy`` and ``BankedGreedy`` do:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import memplan
 
@@ -67,6 +70,35 @@ __all__ = [
 # A planner: a name of memplan.planners(), or a callable taking a memplan.Problem and
 # returning one offset per buffer (an external solver, a plan read from a file).
 PlannerLike = Union[str, Callable[[memplan.Problem], Sequence[int]]]
+
+
+_MISSING = object()
+
+
+def _storage(spec: Any) -> Optional[Tuple[Any, int]]:
+    """``(base, byte offset)`` of a spec whose bytes lie inside another spec's, or None
+    for a spec that owns its bytes.
+
+    ExecuTorch 1.5's ``TensorSpec`` has ``storage_base`` and ``storage_base_offset`` (and
+    ``inplace_base`` as a property over them, valid only at offset 0, so it is read
+    last); ExecuTorch's main branch has ``inplace_base`` alone, an alias at offset 0. A
+    spec with neither cannot be interpreted: planning it as owning its bytes could put
+    an alias's base under another tensor, so it is refused with ``InputError``.
+    """
+    base = getattr(spec, "storage_base", _MISSING)
+    if base is not _MISSING:
+        if base is None:
+            return None
+        return base, int(getattr(spec, "storage_base_offset", 0))
+    base = getattr(spec, "inplace_base", _MISSING)
+    if base is not _MISSING:
+        return None if base is None else (base, 0)
+    raise memplan.InputError(
+        f"tensor spec {spec!r} ({type(spec).__module__}.{type(spec).__qualname__}) has "
+        f"neither storage_base nor inplace_base, so memplan cannot tell which tensors "
+        f"share bytes; this ExecuTorch's TensorSpec is not one memplan understands. Use "
+        f"ExecuTorch's greedy algorithm, or a memplan that supports this ExecuTorch."
+    )
 
 
 def _refuse_if_invalid(problem: memplan.Problem, offsets: Sequence[int], what: str) -> None:
@@ -199,7 +231,7 @@ class MemplanAlgorithm:
         # Spill the largest first (ties: the longest-lived), so that what stays behind
         # packs best.
         spill = sorted(free, key=lambda s: (s.allocated_memory, s.lifetime[1] - s.lifetime[0]))
-        for index, bank in enumerate(banks):
+        for bank in banks:
             placed = by_mem[bank.mem_id]
             align = self._bank_alignment(bank.mem_id, alignment)
             moved: List[Any] = []
@@ -240,8 +272,9 @@ class MemplanAlgorithm:
     ) -> MemoryAlgoResult:
         result = MemoryAlgoResult({}, [])
         all_specs = list(specs)
-        roots = [s for s in all_specs if s.storage_base is None]
-        aliases = [s for s in all_specs if s.storage_base is not None]
+        storage = {spec: _storage(spec) for spec in all_specs}
+        roots = [s for s in all_specs if storage[s] is None]
+        aliases = [s for s in all_specs if storage[s] is not None]
         for spec in all_specs:
             spec.realign(alignment)
         reserved_list = getattr(graph_module, "input_mem_buffer_sizes", None) or []
@@ -286,18 +319,16 @@ class MemplanAlgorithm:
             progress = False
             rest = []
             for spec in pending:
-                base = spec.storage_base
+                base, within = storage[spec]
                 if base not in placed:
                     rest.append(spec)
                     continue
                 mem_id, obj, base_offset = placed[base]
-                offset = base_offset + int(spec.storage_base_offset)
-                if spec.storage_base_offset < 0 or (
-                    spec.storage_base_offset + spec.allocated_memory > base.allocated_memory
-                ):
+                offset = base_offset + within
+                if within < 0 or within + spec.allocated_memory > base.allocated_memory:
                     raise memplan.PlanningError(
                         f"a storage-backed tensor spec (shape {list(spec.shape)}, "
-                        f"{spec.allocated_memory} bytes at offset {spec.storage_base_offset}) "
+                        f"{spec.allocated_memory} bytes at offset {within}) "
                         f"does not fit in its {base.allocated_memory}-byte base"
                     )
                 if offset % spec.alignment:
@@ -310,11 +341,11 @@ class MemplanAlgorithm:
             if not progress:
                 raise memplan.PlanningError(
                     f"{len(rest)} storage-backed tensor specs have a base that is not "
-                    f"planned (circular or missing storage_base)"
+                    f"planned (circular or missing storage_base/inplace_base)"
                 )
             pending = rest
 
-        self._verify(all_specs, placed)
+        self._verify(all_specs, placed, storage)
         for spec, (mem_id, obj, offset) in placed.items():
             result.spec_dict[spec] = SpecAllocResult(mem_id, obj, offset)
         length = max([1, *sizes.keys()]) + 1
@@ -322,14 +353,18 @@ class MemplanAlgorithm:
         return result
 
     @staticmethod
-    def _verify(specs: Sequence[Any], placed: Dict[Any, tuple]) -> None:
+    def _verify(
+        specs: Sequence[Any],
+        placed: Dict[Any, tuple],
+        storage: Dict[Any, Optional[Tuple[Any, int]]],
+    ) -> None:
         """memplan's checker over the final placement of every spec that owns bytes,
         per arena: what ExecuTorch will run, checked independently of how it was made."""
         by_mem: Dict[int, List[Any]] = defaultdict(list)
         for spec in specs:
             if spec not in placed:
                 raise memplan.PlanningError(f"tensor spec {spec} was not planned")
-            if spec.storage_base is None:
+            if storage[spec] is None:
                 by_mem[placed[spec][0]].append(spec)
         for mem_id, group in by_mem.items():
             problem = MemplanAlgorithm._problem(group, 1)

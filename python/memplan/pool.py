@@ -22,9 +22,7 @@ __all__ = ["active", "step", "summary"]
 
 def _library() -> Optional[ctypes.CDLL]:
     process = ctypes.CDLL(None)
-    try:
-        process.memplan_pool_step
-    except AttributeError:
+    if not hasattr(process, "memplan_pool_step"):  # the pool is not preloaded
         return None
     process.memplan_pool_step.restype = None
     process.memplan_pool_active.restype = ctypes.c_int

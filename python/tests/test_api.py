@@ -3,6 +3,7 @@ GIL and Ctrl-C. Runs against the installed package (`pip install .`)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -153,10 +154,80 @@ def test_models_load():
     assert len(onnx) > 0 and memplan.check(onnx, memplan.plan(onnx)) == []
     tflite = memplan.load_tflite(ROOT / "crates/memplan-tflite/tests/data/branchy.tflite")
     assert memplan.plan(tflite, "search", time_limit=2).arena == 3584
-    with pytest.raises(memplan.InputError, match="not a TFLite model"):
+    with pytest.raises(memplan.ModelError, match="not a TFLite model"):
         memplan.load_tflite(ROOT / "examples/small.csv")
-    with pytest.raises(memplan.InputError, match="missing.onnx"):
-        memplan.load_onnx(ROOT / "missing.onnx")
+    with pytest.raises(memplan.ModelError, match="not a valid ONNX model"):
+        memplan.load_onnx(ROOT / "examples/small.csv")
+
+
+def test_the_exception_hierarchy():
+    assert issubclass(memplan.InputError, memplan.MemplanError)
+    assert issubclass(memplan.FormatError, memplan.InputError)
+    assert issubclass(memplan.ModelError, memplan.InputError)
+    assert issubclass(memplan.PlanningError, memplan.MemplanError)
+    assert not issubclass(memplan.PlanningError, memplan.InputError)
+    assert issubclass(memplan.MemplanError, Exception)
+    for name in ("MemplanError", "InputError", "FormatError", "ModelError", "PlanningError"):
+        assert getattr(memplan, name).__module__ == "memplan"
+    with pytest.raises(memplan.FormatError, match="bad.csv:2"):
+        memplan.Problem.from_csv("id,lower,upper,size\nx,0,1,oops\n", "bad.csv")
+    with pytest.raises(memplan.FormatError):
+        memplan.read_plan("{not json", three())
+    with pytest.raises(memplan.FormatError):
+        memplan.read_plan("id,lower,upper,size,offset\nz,0,1,1,0\n", three())
+    # A problem that breaks a rule is an InputError, not a FormatError.
+    with pytest.raises(memplan.InputError) as info:
+        memplan.Problem([memplan.Buffer("a", 4, 3, 3)])
+    assert type(info.value) is memplan.InputError
+
+
+@pytest.mark.parametrize(
+    "load", [memplan.load_onnx, memplan.load_tflite, memplan.read_csv], ids=["onnx", "tflite", "csv"]
+)
+def test_files_that_cannot_be_read_raise_the_builtin_os_errors(load, tmp_path):
+    missing = tmp_path / "missing.model"
+    with pytest.raises(FileNotFoundError, match="missing.model") as info:
+        load(missing)
+    assert info.value.filename == str(missing)
+    with pytest.raises(IsADirectoryError, match=re.escape(str(tmp_path))):
+        load(tmp_path)
+    with pytest.raises(NotADirectoryError):
+        load(ROOT / "examples/small.csv" / "below")
+    # str paths as well as Path objects
+    with pytest.raises(FileNotFoundError):
+        load(str(missing))
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file"
+)
+@pytest.mark.parametrize(
+    "load", [memplan.load_onnx, memplan.load_tflite, memplan.read_csv], ids=["onnx", "tflite", "csv"]
+)
+def test_an_unreadable_file_is_a_permission_error(load, tmp_path):
+    path = tmp_path / "locked.model"
+    path.write_bytes(b"x")
+    path.chmod(0)
+    with pytest.raises(PermissionError, match="locked.model"):
+        load(path)
+
+
+def test_read_csv_of_binary_is_a_format_error(tmp_path):
+    path = tmp_path / "binary.csv"
+    path.write_bytes(b"id,lower,upper,size\n\xff\xfe,0,1,1\n")
+    with pytest.raises(memplan.FormatError, match="not UTF-8"):
+        memplan.read_csv(path)
+
+
+def test_the_version_is_cargo_workspace_version():
+    import importlib.metadata
+
+    text = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
+    section = text.split("[workspace.package]", 1)[1].split("\n[", 1)[0]
+    version = re.search(r'^version\s*=\s*"([^"]+)"', section, re.M).group(1)
+    assert memplan.__version__ == version
+    assert memplan._memplan.__version__ == version
+    assert importlib.metadata.version("memplan") == version
 
 
 def random_problem(n, seed=1):

@@ -124,3 +124,61 @@ def test_banks_spill_by_capacity_and_overflow_fails():
     pinned = [Spec(4096, 0, 1, mem_id=1)]
     with pytest.raises(BankPlacementError, match="pinned to bank sram"):
         run(pinned, target=TargetMemoryMap([Bank("sram", 1024, 1)]))
+
+
+class InplaceSpec(Spec):
+    """A stand-in for the TensorSpec of ExecuTorch's main branch, which has ``inplace_base``
+    (an alias at offset 0) and no ``storage_base``/``storage_base_offset``. The installed
+    ExecuTorch (1.5) still has the older fields, so this newer shape can only be tested
+    with a hand-made object, whose old fields are deleted so that they are missing as
+    they are on main."""
+
+    def __init__(self, nbytes, first, last, base=None):
+        super().__init__(nbytes, first, last)
+        del self.storage_base, self.storage_base_offset
+        self.inplace_base = base
+
+
+class OpaqueSpec(Spec):
+    """A spec with neither aliasing field: a TensorSpec memplan cannot interpret."""
+
+    def __init__(self, nbytes, first, last):
+        super().__init__(nbytes, first, last)
+        del self.storage_base, self.storage_base_offset
+
+
+def test_newer_inplace_base_specs_live_at_their_base():
+    base = InplaceSpec(256, 0, 6)
+    view = InplaceSpec(256, 2, 4, base=base)
+    other = InplaceSpec(128, 0, 6)
+    assert not hasattr(view, "storage_base")
+    result = run([base, view, other])
+    assert placement(result, view) == placement(result, base)
+    # The alias owns no bytes of its own: the arena is base + other.
+    assert result.bufsizes == [0, 256 + 128]
+    mem, off = placement(result, base)
+    om, oo = placement(result, other)
+    assert mem == om and (oo >= off + 256 or oo + 128 <= off)
+
+
+def test_a_spec_without_an_aliasing_field_is_refused():
+    with pytest.raises(memplan.InputError, match="neither storage_base nor inplace_base"):
+        run([OpaqueSpec(64, 0, 1), OpaqueSpec(64, 1, 2)])
+
+
+def test_the_installed_tensorspec_is_read_by_its_storage_fields():
+    """The installed ExecuTorch's own TensorSpec (1.5: storage_base, storage_base_offset,
+    and inplace_base as a property valid only at offset 0): the offset is read from
+    storage_base_offset, and inplace_base, which would fail at offset 32, is not read."""
+    import torch
+    from executorch.exir.tensor import TensorSpec
+
+    from memplan.executorch import _storage
+
+    base = TensorSpec.from_tensor(torch.zeros(64))
+    view = TensorSpec.from_tensor(torch.zeros(8))
+    view.storage_base = base
+    view.storage_base_offset = 32
+    assert _storage(base) is None
+    assert _storage(view) == (base, 32)
+    assert _storage(InplaceSpec(8, 0, 1, base=base)) == (base, 0)

@@ -2,9 +2,15 @@
 //!
 //! A thin binding: every function parses its Python arguments, calls the `memplan`
 //! libraries, and converts the result; no planning logic lives here. Errors become
-//! exceptions carrying the library's message ([`MemplanError`] and its subclasses). The
-//! GIL is released while planning and checking; a `search` waits in short slices so that
-//! Ctrl-C interrupts it and returns the best plan found so far.
+//! exceptions carrying the library's message: each library error type is mapped to one
+//! exception class in [`error`] (`MemplanError` and its subclasses, the built-in
+//! `OSError`s for files). Every argument is checked here, so that no panic crosses into
+//! Python: numbers out of range raise `ValueError`/`OverflowError` naming the argument.
+//! The GIL is released while planning and checking; a `search` waits in short slices so
+//! that Ctrl-C interrupts it and returns the best plan found so far.
+
+mod args;
+mod error;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,32 +22,28 @@ use memplan::planner::search::Search;
 use memplan::planner::{self, Planner, Strip};
 use memplan::{bound, checker, Buffer as CoreBuffer, Plan, Problem as CoreProblem};
 use memplan_session::run::{run, verify, Algorithm, Bounds, Hooks};
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-create_exception!(
-    _memplan,
-    MemplanError,
-    PyException,
-    "Base class of every error memplan raises."
-);
-create_exception!(
-    _memplan,
-    InputError,
-    MemplanError,
-    "A problem, plan or model that memplan cannot accept: the message names the file, line, buffer or node and what was wrong."
-);
-create_exception!(
-    _memplan,
-    PlanningError,
-    MemplanError,
-    "A planner could not produce a plan (for example, fixed offsets that clash)."
-);
+use error::{
+    input, internal, os_error, value, FormatError, InputError, MemplanError, ModelError,
+    PlanningError, Result,
+};
 
-fn input_error(e: impl std::fmt::Display) -> PyErr {
-    InputError::new_err(e.to_string())
+/// Runs `work`, turning a panic (a bug: every argument was checked before) into
+/// `MemplanError("internal error: …")` instead of letting it reach Python.
+fn guarded<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_string());
+        Err(internal(format!("memplan panicked ({what})")))
+    })
 }
+
+/// The most worker threads `plan(..., threads=N)` accepts.
+const MAX_THREADS: usize = 1024;
 
 /// One buffer: a name, a size in bytes, a half-open lifetime `[start, end)` in steps, an
 /// alignment, and optionally a fixed offset every plan must keep.
@@ -62,11 +64,11 @@ impl Buffer {
     #[pyo3(signature = (name, size, start, end, alignment = 1, offset = None))]
     fn new(
         name: String,
-        size: u64,
-        start: u64,
-        end: u64,
-        alignment: u64,
-        offset: Option<u64>,
+        #[pyo3(from_py_with = args::size)] size: u64,
+        #[pyo3(from_py_with = args::start)] start: u64,
+        #[pyo3(from_py_with = args::end)] end: u64,
+        #[pyo3(from_py_with = args::alignment)] alignment: u64,
+        #[pyo3(from_py_with = args::offset)] offset: Option<u64>,
     ) -> Buffer {
         Buffer {
             name,
@@ -124,10 +126,9 @@ pub struct Problem {
 impl Problem {
     /// `Problem(buffers)`: from `Buffer` objects.
     #[new]
-    fn new(buffers: Vec<Buffer>) -> PyResult<Problem> {
-        CoreProblem::from_buffers(buffers.iter().map(Buffer::to_core).collect())
-            .map(|inner| Problem { inner })
-            .map_err(input_error)
+    fn new(buffers: Vec<Buffer>) -> Result<Problem> {
+        let inner = CoreProblem::from_buffers(buffers.iter().map(Buffer::to_core).collect())?;
+        Ok(Problem { inner })
     }
 
     /// From parallel lists: `sizes[i]`, `starts[i]`, `ends[i]` (half-open), and optional
@@ -136,13 +137,13 @@ impl Problem {
     #[staticmethod]
     #[pyo3(signature = (sizes, starts, ends, names = None, alignments = None, offsets = None))]
     fn from_lists(
-        sizes: Vec<u64>,
-        starts: Vec<u64>,
-        ends: Vec<u64>,
+        #[pyo3(from_py_with = args::sizes)] sizes: Vec<u64>,
+        #[pyo3(from_py_with = args::starts)] starts: Vec<u64>,
+        #[pyo3(from_py_with = args::ends)] ends: Vec<u64>,
         names: Option<Vec<String>>,
-        alignments: Option<Vec<u64>>,
-        offsets: Option<Vec<Option<u64>>>,
-    ) -> PyResult<Problem> {
+        #[pyo3(from_py_with = args::alignments)] alignments: Option<Vec<u64>>,
+        #[pyo3(from_py_with = args::offsets)] offsets: Option<Vec<Option<u64>>>,
+    ) -> Result<Problem> {
         let n = sizes.len();
         let lengths = [
             ("starts", Some(starts.len())),
@@ -153,7 +154,7 @@ impl Problem {
         ];
         for (what, len) in lengths {
             if let Some(len) = len.filter(|&len| len != n) {
-                return Err(InputError::new_err(format!(
+                return Err(input(format!(
                     "{what} has {len} entries but sizes has {n}; every list needs one entry per buffer"
                 )));
             }
@@ -177,19 +178,19 @@ impl Problem {
                 b
             })
             .collect();
-        CoreProblem::from_buffers(buffers)
-            .map(|inner| Problem { inner })
-            .map_err(input_error)
+        Ok(Problem {
+            inner: CoreProblem::from_buffers(buffers)?,
+        })
     }
 
     /// Reads a minimalloc CSV (`id,lower,upper,size[,alignment,offset,…]`) from text;
     /// `source` names it in errors.
     #[staticmethod]
     #[pyo3(signature = (text, source = "<string>"))]
-    fn from_csv(text: &str, source: &str) -> PyResult<Problem> {
-        csv::read_problem(text, source)
-            .map(|inner| Problem { inner })
-            .map_err(input_error)
+    fn from_csv(text: &str, source: &str) -> Result<Problem> {
+        Ok(Problem {
+            inner: csv::read_problem(text, source)?,
+        })
     }
 
     /// The problem as a minimalloc CSV.
@@ -214,17 +215,19 @@ impl Problem {
     }
 
     /// The max-live lower bound: the most bytes live at one step. No plan is smaller.
-    fn lower_bound(&self) -> PyResult<u64> {
-        bound::max_live(&self.inner)
-            .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))
+    fn lower_bound(&self) -> Result<u64> {
+        bound::max_live(&self.inner).ok_or_else(|| input("the bytes live at one step exceed 2^64"))
     }
 
-    /// The same problem with every offset required to be a multiple of `alignment`.
-    fn with_alignment(&self, alignment: u64) -> PyResult<Problem> {
-        self.inner
-            .with_alignment(alignment)
-            .map(|inner| Problem { inner })
-            .map_err(input_error)
+    /// The same problem with every offset required to be a multiple of `alignment`
+    /// (at least 1; `ValueError` otherwise).
+    fn with_alignment(
+        &self,
+        #[pyo3(from_py_with = args::alignment)] alignment: u64,
+    ) -> Result<Problem> {
+        Ok(Problem {
+            inner: aligned_problem(&self.inner, alignment)?,
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -276,12 +279,12 @@ impl PlanResult {
     }
 
     /// The offset of the buffer named `name`.
-    fn offset_of(&self, name: &str) -> PyResult<u64> {
+    fn offset_of(&self, name: &str) -> Result<u64> {
         self.names
             .iter()
             .position(|n| n == name)
             .map(|i| self.offsets[i])
-            .ok_or_else(|| InputError::new_err(format!("the plan has no buffer named {name:?}")))
+            .ok_or_else(|| input(format!("the plan has no buffer named {name:?}")))
     }
 
     /// `{name: offset}` for every buffer.
@@ -295,7 +298,7 @@ impl PlanResult {
 
     /// The plan JSON memplan's CLI writes (`memplan plan -f json`) and `memplan check`
     /// reads.
-    fn to_json(&self, problem: &Problem) -> PyResult<String> {
+    fn to_json(&self, problem: &Problem) -> Result<String> {
         self.same_problem(&problem.inner)?;
         let plan = core_plan(&problem.inner, &self.offsets)?;
         let mut extra = serde_json::Map::new();
@@ -319,7 +322,7 @@ impl PlanResult {
     }
 
     /// The solution CSV (the problem's CSV with an `offset` column).
-    fn to_csv(&self, problem: &Problem) -> PyResult<String> {
+    fn to_csv(&self, problem: &Problem) -> Result<String> {
         self.same_problem(&problem.inner)?;
         let plan = core_plan(&problem.inner, &self.offsets)?;
         Ok(csv::write_solution(&problem.inner, &plan))
@@ -343,7 +346,7 @@ impl PlanResult {
 impl PlanResult {
     /// An error unless `problem` is the problem this plan was made for (same buffer names
     /// in the same order): a plan of another problem of the same length is refused.
-    fn same_problem(&self, problem: &CoreProblem) -> PyResult<()> {
+    fn same_problem(&self, problem: &CoreProblem) -> Result<()> {
         let names = problem.buffers().iter().map(|b| &b.name);
         if problem.len() == self.names.len() && names.eq(self.names.iter()) {
             return Ok(());
@@ -353,7 +356,7 @@ impl PlanResult {
             .iter()
             .zip(&self.names)
             .find(|(b, n)| &b.name != *n);
-        Err(InputError::new_err(match first {
+        Err(input(match first {
             Some((b, n)) => format!(
                 "this plan was made for another problem: its buffer {n:?} is {:?} in the problem given",
                 b.name
@@ -367,16 +370,16 @@ impl PlanResult {
     }
 }
 
-fn core_plan(problem: &CoreProblem, offsets: &[u64]) -> PyResult<Plan> {
+fn core_plan(problem: &CoreProblem, offsets: &[u64]) -> Result<Plan> {
     if offsets.len() != problem.len() {
-        return Err(InputError::new_err(format!(
+        return Err(input(format!(
             "the plan has {} offsets but the problem has {} buffers",
             offsets.len(),
             problem.len()
         )));
     }
     Plan::new(problem, offsets.to_vec())
-        .ok_or_else(|| InputError::new_err("an offset plus its buffer's size exceeds 2^64"))
+        .ok_or_else(|| input("an offset plus its buffer's size exceeds 2^64"))
 }
 
 /// One way a plan breaks its problem.
@@ -448,9 +451,7 @@ fn run_interruptible<T: Send>(
         }
         py.detach(|| handle.join())
     });
-    let value = result.map_err(|_| {
-        MemplanError::new_err("internal error: the planner panicked; please report this bug")
-    })?;
+    let value = result.map_err(|_| internal("the planner panicked"))?;
     match pending {
         Some(e) => Err(e),
         None => Ok(value),
@@ -469,37 +470,34 @@ fn plan(
     problem: &Problem,
     planner: &str,
     time_limit: Option<f64>,
-    alignment: u64,
-    seed: u64,
-    threads: usize,
+    #[pyo3(from_py_with = args::alignment)] alignment: u64,
+    #[pyo3(from_py_with = args::seed)] seed: u64,
+    #[pyo3(from_py_with = args::threads)] threads: usize,
     metric: Option<&str>,
-    max_iters: Option<u32>,
-    max_reads: Option<u64>,
+    #[pyo3(from_py_with = args::max_iters)] max_iters: Option<u32>,
+    #[pyo3(from_py_with = args::max_reads)] max_reads: Option<u64>,
     return_on_interrupt: bool,
-) -> PyResult<PlanResult> {
-    let base = planner::by_name(planner).map_err(input_error)?;
+) -> Result<PlanResult> {
+    let base = planner::by_name(planner)?;
     let is_search = base.name() == Search::DEFAULT.name();
     let is_strip = base.name() == Strip::DEFAULT.name();
     if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
-        return Err(InputError::new_err(format!(
+        return Err(input(format!(
             "time_limit, seed and threads apply to planner='search', not to '{planner}'"
         )));
     }
     if !is_strip && (metric.is_some() || max_iters.is_some() || max_reads.is_some()) {
-        return Err(InputError::new_err(format!(
+        return Err(input(format!(
             "metric, max_iters and max_reads apply to planner='strip', not to '{planner}'"
         )));
     }
-    if alignment == 0 {
-        return Err(InputError::new_err("alignment must be at least 1"));
+    if threads > MAX_THREADS {
+        return Err(value(format!(
+            "threads must be from 0 (every core) to {MAX_THREADS}, not {threads}"
+        )));
     }
-    let aligned = if alignment > 1 {
-        Some(
-            problem
-                .inner
-                .with_alignment(alignment)
-                .map_err(input_error)?,
-        )
+    let aligned = if alignment != 1 {
+        Some(aligned_problem(&problem.inner, alignment)?)
     } else {
         None
     };
@@ -517,7 +515,7 @@ fn plan(
     } else if is_strip {
         Algorithm::Strip(Strip {
             metric: match metric {
-                Some(m) => Some(m.parse::<planner::Metric>().map_err(input_error)?),
+                Some(m) => Some(m.parse::<planner::Metric>()?),
                 None => Strip::DEFAULT.metric,
             },
             max_iters: max_iters.unwrap_or(Strip::DEFAULT.max_iters),
@@ -536,28 +534,27 @@ fn plan(
     };
     let outcome = if is_search && return_on_interrupt {
         // Ctrl-C ends the search; its best plan is returned, `stop == "interrupted"`.
-        let mut value = None;
+        let mut found = None;
         let result = run_interruptible(py, &cancel, || {
-            value = Some(run(core, &algorithm, &hooks));
+            found = Some(run(core, &algorithm, &hooks));
         });
         if let Err(e) = result {
             if !cancel.load(Ordering::Relaxed) {
-                return Err(e);
+                return Err(e.into());
             }
         }
-        value.ok_or_else(|| MemplanError::new_err("internal error: the search returned nothing"))?
+        found.ok_or_else(|| internal("the search returned nothing"))?
     } else if is_search {
         // Ctrl-C still stops the search (and is raised): the flag is set from the
         // signal check, the best plan so far is dropped.
         run_interruptible(py, &cancel, || run(core, &algorithm, &hooks))?
     } else {
-        py.detach(|| run(core, &algorithm, &hooks))
+        py.detach(|| guarded(|| Ok(run(core, &algorithm, &hooks))))?
     };
-    let output = outcome.map_err(|e| PlanningError::new_err(e.to_string()))?;
+    let output = outcome?;
     let bounds = Bounds::of(core, Some(&output))
-        .ok_or_else(|| InputError::new_err("the bytes live at one step exceed 2^64"))?;
-    py.detach(|| verify(core, &output.plan, base.name()))
-        .map_err(|e| MemplanError::new_err(e.to_string()))?;
+        .ok_or_else(|| input("the bytes live at one step exceed 2^64"))?;
+    py.detach(|| guarded(|| Ok(verify(core, &output.plan, base.name())?)))?;
     let search = output
         .search()
         .map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
@@ -578,44 +575,43 @@ fn plan(
 
 /// A duration argument in seconds: finite and not negative (up to a year), else a
 /// `ValueError` naming the argument.
-fn seconds_arg(name: &str, seconds: f64) -> PyResult<Duration> {
+fn seconds_arg(name: &str, seconds: f64) -> Result<Duration> {
     const MOST: f64 = 365.0 * 24.0 * 3600.0;
     if !seconds.is_finite() || !(0.0..=MOST).contains(&seconds) {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+        return Err(value(format!(
             "{name} must be a number of seconds from 0 to {MOST} (a year), not {seconds}"
         )));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// `problem` with every buffer's alignment raised to `alignment`: a `ValueError` naming
+/// the argument when it is 0, an `InputError` when a fixed offset is then misaligned.
+fn aligned_problem(problem: &CoreProblem, alignment: u64) -> Result<CoreProblem> {
+    if alignment == 0 {
+        return Err(value(
+            "alignment must be at least 1 (1: no alignment), not 0",
+        ));
+    }
+    Ok(problem.with_alignment(alignment)?)
+}
+
 /// Every violation of a plan (a `PlanResult`, or offsets in buffer id order): buffers
 /// live at one step that share bytes, conflict pairs sharing bytes, misaligned offsets,
 /// moved fixed offsets. An empty list means the plan is valid.
 #[pyfunction]
-fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> PyResult<Vec<Violation>> {
+fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> Result<Vec<Violation>> {
     let (offsets, alignment): (Vec<u64>, u64) = match plan.cast::<PlanResult>() {
         Ok(result) => {
             let result = result.get();
             result.same_problem(&problem.inner)?;
             (result.offsets.clone(), result.alignment)
         }
-        Err(_) => (
-            plan.extract().map_err(|_| {
-                InputError::new_err(
-                    "check(problem, plan): plan must be a PlanResult or a list of offsets",
-                )
-            })?,
-            1,
-        ),
+        Err(_) => (args::plan_offsets(plan)?, 1),
     };
     // A plan is held to the alignment it was made with.
-    let aligned = if alignment > 1 {
-        Some(
-            problem
-                .inner
-                .with_alignment(alignment)
-                .map_err(input_error)?,
-        )
+    let aligned = if alignment != 1 {
+        Some(aligned_problem(&problem.inner, alignment)?)
     } else {
         None
     };
@@ -638,7 +634,7 @@ fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> PyResult
             buffers: vec![],
         }]);
     };
-    let report = py.detach(|| checker::check(core, &plan));
+    let report = py.detach(|| guarded(|| Ok(checker::check(core, &plan))))?;
     Ok(report.violations.iter().map(violation).collect())
 }
 
@@ -654,18 +650,18 @@ fn planners() -> Vec<(String, String)> {
 /// Reads a plan (plan JSON, or a solution CSV with an `offset` column) for `problem`.
 #[pyfunction]
 #[pyo3(signature = (text, problem, source = "<string>"))]
-fn read_plan(text: &str, problem: &Problem, source: &str) -> PyResult<PlanResult> {
+fn read_plan(text: &str, problem: &Problem, source: &str) -> Result<PlanResult> {
     let core = &problem.inner;
     let (plan, planner, alignment) = if memplan::io::is_json(text) {
-        let summary = json::read_plan_summary(text, source).map_err(input_error)?;
+        let summary = json::read_plan_summary(text, source)?;
         (
-            json::read_plan_json(text, source, core).map_err(input_error)?,
+            json::read_plan_json(text, source, core)?,
             summary.planner,
             summary.alignment.max(1),
         )
     } else {
         (
-            csv::read_solution(text, source, core).map_err(input_error)?,
+            csv::read_solution(text, source, core)?,
             "unknown".to_string(),
             1,
         )
@@ -689,62 +685,94 @@ fn read_plan(text: &str, problem: &Problem, source: &str) -> PyResult<PlanResult
 /// Imports an ONNX model and returns its tensors as a problem (lifetimes by memplan's
 /// graph analysis: views share their input's buffer unless `alias=False`, elementwise
 /// operators write over a dying input unless `inplace=False`). `input_shapes` gives
-/// whole shapes by graph-input name, `dims` values of named dims.
+/// whole shapes by graph-input name, `dims` values of named dims. A file that cannot be
+/// read raises the built-in `OSError` (`FileNotFoundError`, …), a model that cannot be
+/// imported `ModelError`.
 #[pyfunction]
 #[pyo3(signature = (path, input_shapes = None, dims = None, alias = true, inplace = true))]
 fn load_onnx(
     py: Python<'_>,
     path: PathBuf,
-    input_shapes: Option<BTreeMap<String, Vec<u64>>>,
-    dims: Option<BTreeMap<String, u64>>,
+    #[pyo3(from_py_with = args::input_shapes)] input_shapes: Option<BTreeMap<String, Vec<u64>>>,
+    #[pyo3(from_py_with = args::dims)] dims: Option<BTreeMap<String, u64>>,
     alias: bool,
     inplace: bool,
-) -> PyResult<Problem> {
+) -> Result<Problem> {
     let options = memplan_onnx::ImportOptions {
         input_shapes: input_shapes.unwrap_or_default(),
         dims: dims.unwrap_or_default(),
         max_dim: None,
     };
     py.detach(|| {
-        let graph = memplan_onnx::import_file(&path, &options).map_err(|e| e.to_string())?;
-        let analysis = memplan_graph::analyse(
-            &graph,
-            memplan_graph::Order::File,
-            memplan_graph::Options { alias, inplace },
-        )
-        .map_err(|e| format!("'{}': {e}", path.display()))?;
-        Ok::<_, String>(analysis.problem)
+        guarded(|| {
+            let graph = memplan_onnx::import_file(&path, &options)?;
+            let analysis = memplan_graph::analyse(
+                &graph,
+                memplan_graph::Order::File,
+                memplan_graph::Options { alias, inplace },
+            )
+            .map_err(|e| error::analysis(&path, e))?;
+            Ok(Problem {
+                inner: analysis.problem,
+            })
+        })
     })
-    .map(|inner| Problem { inner })
-    .map_err(InputError::new_err)
 }
 
 /// Imports a `.tflite` model's arena as TFLite Micro plans it (16-byte sizes, TFLM's
 /// lifetimes, kernel scratch buffers; RESHAPE and in-place sharing unless turned off).
+/// A file that cannot be read raises the built-in `OSError` (`FileNotFoundError`, …), a
+/// model that cannot be imported `ModelError`.
 #[pyfunction]
 #[pyo3(signature = (path, alias = true, inplace = true))]
-fn load_tflite(py: Python<'_>, path: PathBuf, alias: bool, inplace: bool) -> PyResult<Problem> {
+fn load_tflite(py: Python<'_>, path: PathBuf, alias: bool, inplace: bool) -> Result<Problem> {
     py.detach(|| {
-        let model = memplan_tflite::read_file(&path)?;
-        let options = memplan_tflite::ArenaOptions {
-            sharing: memplan_tflite::Sharing {
-                reshape: alias,
-                inplace,
-            },
-            ..memplan_tflite::ArenaOptions::default()
-        };
-        memplan_tflite::arena(&model, options, &path.display().to_string())
+        guarded(|| {
+            let bytes = read_model_file(&path, memplan_tflite::model::MAX_FILE_BYTES)?;
+            let name = path.display().to_string();
+            let model = memplan_tflite::read_model(&bytes, &name)?;
+            let options = memplan_tflite::ArenaOptions {
+                sharing: memplan_tflite::Sharing {
+                    reshape: alias,
+                    inplace,
+                },
+                ..memplan_tflite::ArenaOptions::default()
+            };
+            let arena = memplan_tflite::arena(&model, options, &name)?;
+            Ok(Problem {
+                inner: arena.problem,
+            })
+        })
     })
-    .map(|arena| Problem {
-        inner: arena.problem,
-    })
-    .map_err(input_error)
+}
+
+/// The bytes of the file at `path`, at most `limit` of them: I/O errors as the built-in
+/// `OSError`s (memplan-tflite's own reader keeps only their message), a larger file as
+/// `ModelError`.
+fn read_model_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| os_error(&e, path))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| os_error(&e, path))?;
+    if bytes.len() as u64 > limit {
+        return Err(memplan_tflite::TfliteError::TooLarge {
+            file: path.display().to_string(),
+            limit,
+        }
+        .into());
+    }
+    Ok(bytes)
 }
 
 #[pymodule]
 fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MemplanError", m.py().get_type::<MemplanError>())?;
     m.add("InputError", m.py().get_type::<InputError>())?;
+    m.add("FormatError", m.py().get_type::<FormatError>())?;
+    m.add("ModelError", m.py().get_type::<ModelError>())?;
     m.add("PlanningError", m.py().get_type::<PlanningError>())?;
     m.add_class::<Buffer>()?;
     m.add_class::<Problem>()?;
