@@ -39,6 +39,7 @@ from ._memplan import (
     load_onnx,
     load_tflite,
     plan,
+    plan_file,
     planners,
     read_plan,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "load_onnx",
     "load_tflite",
     "plan",
+    "plan_file",
     "planners",
     "read_csv",
     "read_plan",

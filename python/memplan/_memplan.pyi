@@ -15,6 +15,7 @@ __all__ = [
     "PlanResult",
     "Violation",
     "plan",
+    "plan_file",
     "check",
     "planners",
     "read_plan",
@@ -131,6 +132,19 @@ def plan(
     max_reads: Optional[int] = None,
     return_on_interrupt: bool = True,
 ) -> PlanResult: ...
+def plan_file(
+    path: Union[str, PathLike[str]],
+    planner: str = "best-of",
+    *,
+    alignment: int = 1,
+    time_limit: Optional[float] = None,
+    seed: int = 0,
+    threads: int = 0,
+    input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    dims: Optional[Mapping[str, int]] = None,
+    alias: bool = True,
+    inplace: bool = True,
+) -> Tuple[Problem, PlanResult]: ...
 def check(problem: Problem, plan: Union[PlanResult, Sequence[int]]) -> List[Violation]: ...
 def planners() -> List[Tuple[str, str]]: ...
 def read_plan(text: str, problem: Problem, source: str = "<string>") -> PlanResult: ...

@@ -204,3 +204,50 @@ pub fn analysis(path: &Path, e: memplan_graph::AnalysisError) -> Error {
         _ => Error(ModelError::new_err(format!("'{}': {e}", path.display()))),
     }
 }
+
+/// An error of the library front door (`memplan_session`), a chain of contexts: an I/O
+/// error reading a file anywhere in it is the built-in `OSError`; a planner that found no
+/// plan `PlanningError`; a built-in planner's invalid plan a bug; a model that cannot be
+/// imported `ModelError`; anything else (a spec, an option, a problem) `InputError`, with
+/// the whole chain as its message.
+pub fn session(e: anyhow::Error) -> Error {
+    for cause in e.chain() {
+        if let Some(memplan::io::file::FileError::Io { path, source }) = cause.downcast_ref() {
+            return os_error(source, path);
+        }
+        match cause.downcast_ref::<memplan_onnx::OnnxError>() {
+            Some(memplan_onnx::OnnxError::Io { path, source }) => {
+                return os_error(source, Path::new(path))
+            }
+            Some(memplan_onnx::OnnxError::File(file)) => {
+                if let memplan::io::file::FileError::Io { path, source } = file.as_ref() {
+                    return os_error(source, path);
+                }
+            }
+            _ => {}
+        }
+    }
+    let message = format!("{e:#}");
+    for cause in e.chain() {
+        if cause
+            .downcast_ref::<memplan_session::run::InvalidPlan>()
+            .is_some()
+        {
+            return internal(message);
+        }
+        if cause
+            .downcast_ref::<memplan::planner::PlanError>()
+            .is_some()
+        {
+            return Error(PlanningError::new_err(message));
+        }
+        if cause.downcast_ref::<memplan_onnx::OnnxError>().is_some()
+            || cause
+                .downcast_ref::<memplan_tflite::TfliteError>()
+                .is_some()
+        {
+            return Error(ModelError::new_err(message));
+        }
+    }
+    input(message)
+}

@@ -573,6 +573,120 @@ fn plan(
     })
 }
 
+/// Plans a file as `memplan plan FILE --planner SPEC` does, through the same library:
+/// any input memplan reads (minimalloc CSV, memory-operation CSV, pool trace, graph JSON,
+/// ONNX, `.tflite`) and any planner spec, graph planners included (`exclusive`,
+/// `exclusive:orders=all`, `npu`, `npu:match=size`, `strip:placement=stacked`, ...).
+/// Returns `(problem, result)`: the problem the spec planned (for `exclusive`, its blocks
+/// with the exclusivity as conflict pairs; for `npu`, the platform's analysis), which
+/// `check(problem, result)` accepts, and the checked plan, its `max_live` the bound the
+/// CLI reports for the file. `time_limit`, `seed` and `threads` are `search`'s;
+/// `input_shapes` and `dims` ONNX's; `alias` and `inplace` switch the graph analysis'
+/// sharing.
+#[pyfunction]
+#[pyo3(signature = (path, planner = "best-of", *, alignment = 1, time_limit = None, seed = 0, threads = 0, input_shapes = None, dims = None, alias = true, inplace = true))]
+#[allow(clippy::too_many_arguments)]
+fn plan_file(
+    py: Python<'_>,
+    path: PathBuf,
+    planner: &str,
+    #[pyo3(from_py_with = args::alignment)] alignment: u64,
+    time_limit: Option<f64>,
+    #[pyo3(from_py_with = args::seed)] seed: u64,
+    #[pyo3(from_py_with = args::threads)] threads: usize,
+    #[pyo3(from_py_with = args::input_shapes)] input_shapes: Option<BTreeMap<String, Vec<u64>>>,
+    #[pyo3(from_py_with = args::dims)] dims: Option<BTreeMap<String, u64>>,
+    alias: bool,
+    inplace: bool,
+) -> Result<(Problem, PlanResult)> {
+    use memplan_session::spec::{Kind, PlannerSpec};
+    let spec = PlannerSpec::parse(planner).map_err(|e| input(format!("{e:#}")))?;
+    let is_search = spec.kind() == Kind::Search;
+    if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
+        return Err(input(format!(
+            "time_limit, seed and threads apply to planner='search', not to '{planner}'"
+        )));
+    }
+    if threads > MAX_THREADS {
+        return Err(value(format!(
+            "threads must be from 0 (every core) to {MAX_THREADS}, not {threads}"
+        )));
+    }
+    if alignment == 0 {
+        return Err(value(
+            "alignment must be at least 1 (1: no alignment), not 0",
+        ));
+    }
+    let settings = memplan_session::input::GraphSettings {
+        import: memplan_onnx::ImportOptions {
+            input_shapes: input_shapes.unwrap_or_default(),
+            dims: dims.unwrap_or_default(),
+            max_dim: None,
+        },
+        options: memplan_graph::Options { alias, inplace },
+        ..Default::default()
+    };
+    let mut request =
+        memplan_session::plan::Request::new(spec, &settings).map_err(error::session)?;
+    request.alignment = alignment;
+    request.search = Search {
+        seed,
+        threads,
+        time_limit: match time_limit {
+            Some(t) => seconds_arg("time_limit", t)?,
+            None => Search::DEFAULT.time_limit,
+        },
+        ..Search::DEFAULT
+    };
+    let cancel = AtomicBool::new(false);
+    let hooks = Hooks {
+        progress: None,
+        cancel: Some(&cancel),
+    };
+    let work = || {
+        guarded(|| {
+            memplan_session::plan::plan_file(&path, &request, &hooks).map_err(error::session)
+        })
+    };
+    let planned = if is_search {
+        // Ctrl-C stops the search and is raised.
+        run_interruptible(py, &cancel, work)??
+    } else {
+        py.detach(work)?
+    };
+    let staged = planned.staged;
+    let output = planned.executed.output;
+    let max_live = staged.lower_bound;
+    let proven = output.search().map(|s| s.lower_bound.max(max_live));
+    let search = output
+        .search()
+        .map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
+    let result = PlanResult {
+        arena: output.plan.arena_bytes.unwrap_or(0),
+        chosen: output.chosen().map(str::to_string),
+        offsets: output.plan.offsets,
+        lower_bound: proven.unwrap_or(max_live),
+        max_live,
+        alignment,
+        planner: request.spec.planner(&request.settings).name().to_string(),
+        proven_optimal: search.as_ref().map(|s| s.0),
+        stop: search.map(|s| s.1),
+        seconds: output.elapsed.as_secs_f64(),
+        names: staged
+            .problem
+            .buffers()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect(),
+    };
+    Ok((
+        Problem {
+            inner: staged.problem,
+        },
+        result,
+    ))
+}
+
 /// A duration argument in seconds: finite and not negative (up to a year), else a
 /// `ValueError` naming the argument.
 fn seconds_arg(name: &str, seconds: f64) -> Result<Duration> {
@@ -779,6 +893,7 @@ fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PlanResult>()?;
     m.add_class::<Violation>()?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_file, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(planners, m)?)?;
     m.add_function(wrap_pyfunction!(read_plan, m)?)?;
