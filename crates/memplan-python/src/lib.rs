@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use memplan::io::{csv, json};
 use memplan::planner::search::Search;
-use memplan::planner::{self, Planner, Strip};
+use memplan::planner::{self, Strip};
 use memplan::{bound, checker, Buffer as CoreBuffer, Plan, Problem as CoreProblem};
 use memplan_session::run::{run, verify, Algorithm, Bounds, Hooks};
 use pyo3::prelude::*;
@@ -479,8 +479,9 @@ fn plan(
     return_on_interrupt: bool,
 ) -> Result<PlanResult> {
     let base = planner::by_name(planner)?;
-    let is_search = base.name() == Search::DEFAULT.name();
-    let is_strip = base.name() == Strip::DEFAULT.name();
+    let kind = memplan_session::spec::Kind::of(base);
+    let is_search = kind == memplan_session::spec::Kind::Search;
+    let is_strip = kind == memplan_session::spec::Kind::Strip;
     if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
         return Err(input(format!(
             "time_limit, seed and threads apply to planner='search', not to '{planner}'"
@@ -522,7 +523,7 @@ fn plan(
             max_reads: max_reads.unwrap_or(Strip::DEFAULT.max_reads),
             ..Strip::DEFAULT
         })
-    } else if base.name() == planner::BestOf.name() {
+    } else if kind == memplan_session::spec::Kind::BestOf {
         Algorithm::BestOf
     } else {
         Algorithm::Planner(base)
