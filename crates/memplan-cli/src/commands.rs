@@ -21,7 +21,7 @@ use crate::spec::{Kind, PlannerSpec};
 use crate::table::{bytes, columns, key_values, millis, ratio};
 use crate::{input, progress, Format, ReportFormat, SearchArgs};
 use memplan_session::plan as session;
-use memplan_session::run::Hooks;
+use memplan_session::run::{run, Algorithm, Hooks};
 
 pub use crate::inspect::inspect;
 
@@ -1080,16 +1080,21 @@ pub fn bench(
                 std::borrow::Cow::Borrowed(&loaded.problem)
             };
             let problem: &Problem = &problem;
+            let algorithm = match (spec.kind(), strip) {
+                (Kind::Search, _) => Algorithm::Search(Search::DEFAULT),
+                (Kind::BestOf, _) => Algorithm::BestOf,
+                (_, Some(strip)) => Algorithm::Strip(strip),
+                _ => Algorithm::Planner(planner),
+            };
             let message = format!("{} on {}", spec.label, file.display());
             let (result, elapsed) = progress::with_spinner(message, || {
                 let mut fastest = Duration::MAX;
                 let mut result = None;
                 for _ in 0..repeat {
                     let started = Instant::now();
-                    let r = match (&npu, &strip) {
-                        (Some(prepared), _) => prepared.assign().map(|a| a.plan),
-                        (None, Some(strip)) => strip.plan(problem),
-                        (None, None) => planner.plan(problem),
+                    let r = match &npu {
+                        Some(prepared) => prepared.assign().map(|a| a.plan),
+                        None => run(problem, &algorithm, &Hooks::default()).map(|o| o.plan),
                     };
                     fastest = fastest.min(started.elapsed());
                     result = Some(r);
@@ -1098,15 +1103,8 @@ pub fn bench(
             });
             let arena = match result {
                 Ok(plan) => {
-                    let report = checker::check(problem, &plan);
-                    if !report.is_valid() {
-                        bail!(
-                            "internal error: planner '{}' produced an invalid plan for '{}': {}; please report this bug",
-                            spec.label,
-                            file.display(),
-                            report.violations[0]
-                        );
-                    }
+                    let report = memplan_session::run::verify(problem, &plan, &spec.label)
+                        .with_context(|| format!("'{}'", file.display()))?;
                     Ok(report.arena_bytes.unwrap_or(0))
                 }
                 Err(e) => Err(e.to_string()),
