@@ -406,26 +406,10 @@ impl Violation {
 }
 
 fn violation(v: &checker::Violation) -> Violation {
-    use checker::Violation as V;
-    let (kind, buffers) = match v {
-        V::WrongLength { .. } => ("wrong-length", vec![]),
-        V::WrongExtentsLength { .. } => ("wrong-length", vec![]),
-        V::AddressOverflow { name, .. } => ("overflow", vec![name.clone()]),
-        V::Misaligned { name, .. } => ("misaligned", vec![name.clone()]),
-        V::FixedOffsetMoved { name, .. } => ("fixed-offset-moved", vec![name.clone()]),
-        V::ExtentsSum { name, .. }
-        | V::FirstExtentNotAtOffset { name, .. }
-        | V::ExtentsOverlap { name, .. } => ("extents", vec![name.clone()]),
-        V::Overlap { a_name, b_name, .. } => ("overlap", vec![a_name.clone(), b_name.clone()]),
-        V::ConflictShared { a_name, b_name, .. } => {
-            ("conflict", vec![a_name.clone(), b_name.clone()])
-        }
-        V::ArenaMismatch { .. } => ("arena-mismatch", vec![]),
-    };
     Violation {
-        kind: kind.to_string(),
+        kind: v.kind().to_string(),
         message: v.to_string(),
-        buffers,
+        buffers: v.buffers().into_iter().map(str::to_string).collect(),
     }
 }
 

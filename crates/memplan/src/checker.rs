@@ -107,6 +107,43 @@ pub enum Violation {
     ArenaMismatch { claimed: u64, actual: u64 },
 }
 
+impl Violation {
+    /// The kind of violation, one word for programs to branch on (the Python package's
+    /// `Violation.kind`): `wrong-length`, `overflow`, `misaligned`, `fixed-offset-moved`,
+    /// `extents`, `overlap`, `conflict` or `arena-mismatch`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Violation::WrongLength { .. } | Violation::WrongExtentsLength { .. } => "wrong-length",
+            Violation::AddressOverflow { .. } => "overflow",
+            Violation::Misaligned { .. } => "misaligned",
+            Violation::FixedOffsetMoved { .. } => "fixed-offset-moved",
+            Violation::ExtentsSum { .. }
+            | Violation::FirstExtentNotAtOffset { .. }
+            | Violation::ExtentsOverlap { .. } => "extents",
+            Violation::Overlap { .. } => "overlap",
+            Violation::ConflictShared { .. } => "conflict",
+            Violation::ArenaMismatch { .. } => "arena-mismatch",
+        }
+    }
+
+    /// The names of the buffers involved (none for a plan-wide violation).
+    pub fn buffers(&self) -> Vec<&str> {
+        match self {
+            Violation::AddressOverflow { name, .. }
+            | Violation::Misaligned { name, .. }
+            | Violation::FixedOffsetMoved { name, .. }
+            | Violation::ExtentsSum { name, .. }
+            | Violation::FirstExtentNotAtOffset { name, .. }
+            | Violation::ExtentsOverlap { name, .. } => vec![name],
+            Violation::Overlap { a_name, b_name, .. }
+            | Violation::ConflictShared { a_name, b_name, .. } => vec![a_name, b_name],
+            Violation::WrongLength { .. }
+            | Violation::WrongExtentsLength { .. }
+            | Violation::ArenaMismatch { .. } => vec![],
+        }
+    }
+}
+
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
