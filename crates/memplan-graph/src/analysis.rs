@@ -552,7 +552,7 @@ fn analyse_inner<S: AsRef<str>>(
             // At most arena_bytes, which did not overflow.
             stats.activation_bytes += value.bytes;
         }
-        if stats.largest.map_or(true, |(_, b)| value.bytes > b) {
+        if stats.largest.is_none_or(|(_, b)| value.bytes > b) {
             stats.largest = Some((id, value.bytes));
         }
         if value.bytes == 0 {

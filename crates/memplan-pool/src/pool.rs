@@ -279,7 +279,7 @@ impl Pool {
         !state.in_use[index]
             && block.shares.iter().all(|&other| !state.in_use[other])
             && block.size >= size
-            && (self.block_ptr(index).as_ptr() as usize) % align == 0
+            && (self.block_ptr(index).as_ptr() as usize).is_multiple_of(align)
     }
 
     /// Allocates `size` bytes (0 is treated as 1) aligned to `align` (a power of two).

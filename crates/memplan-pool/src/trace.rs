@@ -418,7 +418,7 @@ impl Trace {
     ) -> Result<Trace, TraceError> {
         let first_iteration = options.first_iteration;
         const RECORD: usize = 16;
-        if bytes.len() % RECORD != 0 {
+        if !bytes.len().is_multiple_of(RECORD) {
             return Err(error(
                 path,
                 Location::File,

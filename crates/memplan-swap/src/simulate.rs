@@ -372,13 +372,13 @@ impl Flat {
     /// only, and written by copies out, whose outputs are all host values.
     pub fn passes_check(&self) -> bool {
         let writes = self.producer.iter().zip(&self.kind).all(|(p, &kind)| {
-            p.map_or(true, |p| {
+            p.is_none_or(|p| {
                 (kind == ValueKind::Host) == (self.engine[p.index()] == Engine::DeviceToHost)
             })
         });
         let reads = (0..self.engine.len()).all(|j| {
             self.node_inputs(j).iter().all(|v| {
-                self.producer[v.index()].map_or(true, |p| p.index() < j)
+                self.producer[v.index()].is_none_or(|p| p.index() < j)
                     && (self.kind[v.index()] != ValueKind::Host
                         || self.engine[j] == Engine::HostToDevice)
             })

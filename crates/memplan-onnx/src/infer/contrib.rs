@@ -78,7 +78,7 @@ pub(super) fn infer(ctx: &Ctx) -> R<Vec<Info>> {
         // Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input.
         "QLinearConcat" => {
             let n = ctx.inputs.len();
-            if n < 5 || (n - 2) % 3 != 0 {
+            if n < 5 || !(n - 2).is_multiple_of(3) {
                 return msg(format!(
                     "QLinearConcat takes Y_scale, Y_zero_point and then triples (X, X_scale, X_zero_point); the node has {n} inputs"
                 ));
@@ -270,7 +270,7 @@ fn num_heads(ctx: &Ctx, attr: &str) -> R<u64> {
 }
 
 fn heads_of(ctx: &Ctx, what: &str, hidden: u64, heads: u64) -> R<u64> {
-    if hidden % heads != 0 {
+    if !hidden.is_multiple_of(heads) {
         return msg(format!(
             "{what} hidden size {hidden} is not a multiple of num_heads {heads}"
         ));

@@ -145,7 +145,7 @@ pub fn addresses(
                 });
             };
             let inside = slot.offset_in_block.checked_add(slot.size);
-            if inside.map_or(true, |end| end > block.size) {
+            if inside.is_none_or(|end| end > block.size) {
                 return Err(AddressError::BadSlot {
                     name: slot.name.clone(),
                     why: format!(

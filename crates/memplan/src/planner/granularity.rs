@@ -34,14 +34,14 @@ pub(crate) fn granularity_and_unfixed(problem: &Problem) -> (u64, u64, usize) {
             x
         } else if g.is_power_of_two() {
             g.min(1 << x.trailing_zeros())
-        } else if x % g == 0 {
+        } else if x.is_multiple_of(g) {
             g
         } else {
             gcd(g, x)
         }
     };
     let divides =
-        |a: u64, g: u64| a <= 1 || (a.is_power_of_two() && g & (a - 1) == 0) || g % a == 0;
+        |a: u64, g: u64| a <= 1 || (a.is_power_of_two() && g & (a - 1) == 0) || g.is_multiple_of(a);
     let mut g = 0;
     let mut fixed_top = 0u64;
     let mut unfixed = 0;

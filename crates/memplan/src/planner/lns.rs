@@ -365,7 +365,7 @@ impl<'p> Lns<'p> {
                 continue;
             };
             let score = self.score_of(kept, &placed);
-            if best.as_ref().map_or(true, |(b, _)| score < *b) {
+            if best.as_ref().is_none_or(|(b, _)| score < *b) {
                 best = Some((score, placed));
             }
         }
@@ -446,7 +446,7 @@ impl<'p> Lns<'p> {
                 break;
             }
             if end <= to
-                && hot.map_or(true, |t| start <= t && t < end)
+                && hot.is_none_or(|t| start <= t && t < end)
                 && self.tops[i as usize] > floor
                 && self.movable[i as usize]
                 && i as usize != peak

@@ -2169,7 +2169,7 @@ impl Gaps {
                     if room == 0 {
                         return Some(candidate);
                     }
-                    if self.best.map_or(true, |(r, _)| room < r) {
+                    if self.best.is_none_or(|(r, _)| room < r) {
                         self.best = Some((room, candidate));
                     }
                 }
@@ -2333,7 +2333,8 @@ fn plan_in_word<W: Word>(
         if !engine.placed[rank] {
             engine.place_rank_with(rank, fit)?;
         }
-        if (rank as u32 + 1) % DEADLINE_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d)
+        if (rank as u32 + 1).is_multiple_of(DEADLINE_EVERY)
+            && deadline.is_some_and(|d| Instant::now() >= d)
         {
             break;
         }

@@ -1839,7 +1839,10 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
             // threads; short ones alternate reordered and static runs like the prover.
             (true, true, Role::Both) if improve_only => match episodes.next_kind() {
                 Episode::Long => ((first + round) % preorders.len(), false),
-                Episode::Short => ((first + round / 2) % preorders.len(), round % 2 == 0),
+                Episode::Short => (
+                    (first + round / 2) % preorders.len(),
+                    round.is_multiple_of(2),
+                ),
             },
             (true, true, Role::Prove | Role::Both) => (
                 (first + prover_round / 2) % preorders.len(),
@@ -1982,7 +1985,7 @@ fn drive(problem: &Problem, model: &Model, shared: &Shared, options: &Search, ro
                 // One thread with `probe`: after every third run of the prover's.
                 proved && prover_runs % RUNS_PER_BUDGET == 0
             } else {
-                round % RUNS_PER_BUDGET == 0
+                round.is_multiple_of(RUNS_PER_BUDGET)
             };
             if rules.restarts && doubles {
                 budget = budget.saturating_mul(2);

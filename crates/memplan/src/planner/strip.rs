@@ -401,7 +401,7 @@ impl Strip {
             let reached = arena(&outcome.plan) <= threshold;
             if best
                 .as_ref()
-                .map_or(true, |b| arena(&outcome.plan) < arena(&b.plan))
+                .is_none_or(|b| arena(&outcome.plan) < arena(&b.plan))
             {
                 best = Some(outcome);
             }
@@ -738,7 +738,7 @@ fn tune_cluster<W: Word>(
             }
         }
         engine.rollback();
-        if best.map_or(true, |(b, _)| top < b) {
+        if best.is_none_or(|(b, _)| top < b) {
             best = Some((top, tried.len()));
         }
         tried.push(candidate);

@@ -86,7 +86,7 @@ impl Arena {
             let offset = start.next_multiple_of(alignment);
             if offset + size <= start + len {
                 let room = start + len - (offset + size);
-                if best.map_or(true, |b| (room, offset) < b) {
+                if best.is_none_or(|b| (room, offset) < b) {
                     best = Some((room, offset));
                 }
             }
@@ -263,7 +263,7 @@ fn best_fit_in_sorted(
     let mut seen = 0u32;
     for b in items.by_ref() {
         seen = seen.wrapping_add(1);
-        if seen % DEADLINE_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+        if seen.is_multiple_of(DEADLINE_EVERY) && deadline.is_some_and(|d| Instant::now() >= d) {
             if b.size > 0 {
                 let offset = highest.next_multiple_of(b.alignment);
                 offsets.set(b.id, offset);
