@@ -81,7 +81,8 @@ pub fn with_offline_plan(
         Some(i) if i <= metadata.len() => metadata.insert(i, entry),
         _ => metadata.push(entry),
     }
-    let out = pack(&model);
+    let out = pack_with_external_data(bytes, &mut model, file)?;
+    verify_buffers(bytes, &out, file)?;
     if out.len() as u64 > MAX_FILE_BYTES {
         return Err(TfliteError::TooLarge {
             file: file.to_string(),
@@ -89,6 +90,122 @@ pub fn with_offline_plan(
         });
     }
     Ok(out)
+}
+
+/// Whether a buffer keeps its data outside the flatbuffer: `offset`/`size` locate it in the
+/// file (large converters append weights after the flatbuffer this way; an offset of 1 is
+/// the schema's placeholder for "no data").
+fn is_external(buffer: &fb::BufferT) -> bool {
+    buffer.offset > 1
+}
+
+/// The bytes of `buffer` of the model in `bytes` (its inline data, or its range of the
+/// file), or an error naming the buffer when the range is outside the file.
+fn buffer_data<'a>(
+    bytes: &'a [u8],
+    buffer: &'a fb::BufferT,
+    index: usize,
+    file: &str,
+) -> Result<&'a [u8], TfliteError> {
+    if !is_external(buffer) {
+        return Ok(buffer.data.as_deref().unwrap_or(&[]));
+    }
+    let start = usize::try_from(buffer.offset).ok();
+    let end = start.and_then(|s| s.checked_add(usize::try_from(buffer.size).ok()?));
+    match (start, end) {
+        (Some(start), Some(end)) if end <= bytes.len() => Ok(&bytes[start..end]),
+        _ => Err(TfliteError::Invalid {
+            file: file.to_string(),
+            what: format!(
+                "buffer {index} keeps its data at offset {} ({} bytes), past the end of the file ({} bytes); the file may be truncated",
+                buffer.offset,
+                buffer.size,
+                bytes.len()
+            ),
+        }),
+    }
+}
+
+/// [`pack`], keeping the data of buffers stored after the flatbuffer: it is copied after
+/// the new flatbuffer, each range 16-byte aligned, and the buffers' offsets are moved to
+/// it. (Packing alone wrote the offsets of the old file with nothing there: the weights
+/// were lost.)
+fn pack_with_external_data(
+    bytes: &[u8],
+    model: &mut fb::ModelT,
+    file: &str,
+) -> Result<Vec<u8>, TfliteError> {
+    let buffers = model.buffers.as_deref().unwrap_or(&[]);
+    let external: Vec<(usize, Vec<u8>)> = buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| is_external(b))
+        .map(|(i, b)| buffer_data(bytes, b, i, file).map(|d| (i, d.to_vec())))
+        .collect::<Result<_, _>>()?;
+    if external.is_empty() {
+        return Ok(pack(model));
+    }
+    // The flatbuffer's length does not depend on the offsets' values (non-zero u64
+    // fields either way), so pack once to learn it, lay the data out after it, and pack
+    // again with the new offsets.
+    let length = pack(model).len();
+    let mut at = length.next_multiple_of(DATA_ALIGNMENT);
+    let mut layout = Vec::with_capacity(external.len());
+    for (i, data) in &external {
+        layout.push((*i, at));
+        at = (at + data.len()).next_multiple_of(DATA_ALIGNMENT);
+    }
+    let list = model.buffers.as_mut().expect("external buffers exist");
+    for &(i, offset) in &layout {
+        list[i].offset = offset as u64;
+    }
+    let mut out = pack(model);
+    if out.len() != length {
+        return Err(TfliteError::Invalid {
+            file: file.to_string(),
+            what: "internal error: the model's flatbuffer changed length when its buffers' offsets moved; please report this bug".into(),
+        });
+    }
+    for ((_, data), &(_, offset)) in external.iter().zip(&layout) {
+        out.resize(offset, 0);
+        out.extend_from_slice(data);
+    }
+    out.resize(at, 0);
+    Ok(out)
+}
+
+/// Re-reads the written model and holds every buffer's bytes (inline or after the
+/// flatbuffer) to the input's, except the offline plan's metadata buffer: nothing the
+/// writer does not change may change.
+fn verify_buffers(input: &[u8], output: &[u8], file: &str) -> Result<(), TfliteError> {
+    let before = model::root(input, file)?.unpack();
+    let after = model::root(output, file)?.unpack();
+    let plan_buffer = after
+        .metadata
+        .iter()
+        .flatten()
+        .find(|m| m.name.as_deref() == Some(METADATA_NAME))
+        .map(|m| m.buffer as usize);
+    let old = before.buffers.as_deref().unwrap_or(&[]);
+    let new = after.buffers.as_deref().unwrap_or(&[]);
+    for (i, b) in old.iter().enumerate() {
+        if Some(i) == plan_buffer {
+            continue;
+        }
+        let kept = new
+            .get(i)
+            .map(|n| buffer_data(output, n, i, file))
+            .transpose()?;
+        if kept != Some(buffer_data(input, b, i, file)?) {
+            return Err(TfliteError::Invalid {
+                file: file.to_string(),
+                what: format!(
+                    "internal error: writing the plan changed buffer {i}'s bytes; nothing was written; please report this bug"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Packs a model as the generated `ModelT::pack` does, but with buffer data aligned to

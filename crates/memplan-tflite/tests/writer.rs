@@ -620,3 +620,96 @@ fn a_short_offline_plan_buffer_is_an_error() {
         );
     }
 }
+
+/// A model whose weights are stored after the flatbuffer (`Buffer.offset`/`size`, as
+/// converters write models near 2 GB), made from `bytes` by moving every non-empty
+/// buffer's data there, each 16-byte aligned.
+fn with_weights_after_the_flatbuffer(bytes: &[u8]) -> Vec<u8> {
+    let mut model = root_as_model(bytes).unwrap().unpack();
+    let mut moved: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (i, b) in model.buffers.iter_mut().flatten().enumerate() {
+        if let Some(data) = b.data.take().filter(|d| !d.is_empty()) {
+            b.offset = u64::MAX; // a placeholder of the final width: set below
+            b.size = data.len() as u64;
+            moved.push((i, data));
+        }
+    }
+    assert!(!moved.is_empty(), "the fixture has weights");
+    let length = write::pack(&model).len();
+    let mut at = length.next_multiple_of(16);
+    for (i, data) in &moved {
+        model.buffers.as_mut().unwrap()[*i].offset = at as u64;
+        at = (at + data.len()).next_multiple_of(16);
+    }
+    let mut out = write::pack(&model);
+    assert_eq!(out.len(), length);
+    for (i, data) in &moved {
+        out.resize(model.buffers.as_ref().unwrap()[*i].offset as usize, 0);
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// The bytes of every buffer (inline or after the flatbuffer), by index.
+fn buffer_bytes(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let model = root_as_model(bytes).unwrap().unpack();
+    model
+        .buffers
+        .iter()
+        .flatten()
+        .map(|b| {
+            if b.offset > 1 {
+                bytes[b.offset as usize..(b.offset + b.size) as usize].to_vec()
+            } else {
+                b.data.clone().unwrap_or_default()
+            }
+        })
+        .collect()
+}
+
+/// Weights stored after the flatbuffer survive `--write-offline-plan` byte for byte (they
+/// were dropped: the offsets pointed past the end of the new file), and the plan reads
+/// back.
+#[test]
+fn weights_after_the_flatbuffer_are_kept() {
+    for name in ["branchy.tflite", "mean_tconv.tflite"] {
+        let original = with_weights_after_the_flatbuffer(&fixture(name));
+        let model = read_model(&original, name).unwrap();
+        let offsets = offline_plan(&model, Sharing::NONE, &TflmGreedy, name);
+        let written = with_offline_plan(&original, &offsets, name).unwrap();
+        let before = buffer_bytes(&original);
+        let after = buffer_bytes(&written);
+        let plan_buffer = root_as_model(&written)
+            .unwrap()
+            .metadata()
+            .unwrap()
+            .iter()
+            .find(|m| m.name() == Some(METADATA_NAME))
+            .unwrap()
+            .buffer() as usize;
+        assert!(
+            before.iter().any(|b| b.len() > 64),
+            "{name}: no weights moved"
+        );
+        for (i, b) in before.iter().enumerate() {
+            if i != plan_buffer {
+                assert_eq!(&after[i], b, "{name}: buffer {i} changed");
+            }
+        }
+        assert_aligned(&written, name);
+        let again = read_model(&written, name).unwrap();
+        assert_eq!(offline::read(&again, name).unwrap(), Some(offsets.clone()));
+    }
+}
+
+/// A buffer whose data range lies past the end of the file is a clear error naming it.
+#[test]
+fn weights_past_the_end_of_the_file_are_an_error() {
+    let mut original = with_weights_after_the_flatbuffer(&fixture("branchy.tflite"));
+    let last_weights = original.len() - 8;
+    original.truncate(last_weights);
+    let model = read_model(&original, "cut.tflite").unwrap();
+    let offsets = offline_plan(&model, Sharing::NONE, &TflmGreedy, "cut.tflite");
+    let e = with_offline_plan(&original, &offsets, "cut.tflite").unwrap_err();
+    assert!(e.to_string().contains("past the end of the file"), "{e}");
+}
