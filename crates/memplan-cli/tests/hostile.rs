@@ -447,3 +447,22 @@ fn control_characters_in_error_messages_are_escaped() {
         assert!(err.contains("\\u{1b}"), "{err:?}");
     }
 }
+
+/// `/dev/zero` named as a replay trace (`.bin`) is refused at its first record (a free of
+/// an id never allocated) instead of being read to the 4 GiB cap (it reached 4.2 GB of
+/// memory, and a 3 GB sparse file 7.9 GB).
+#[test]
+fn an_endless_replay_trace_fails_at_its_first_record() {
+    if !std::path::Path::new("/dev/zero").exists() {
+        eprintln!("skipped: no /dev/zero here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("zero.bin");
+    std::os::unix::fs::symlink("/dev/zero", &trace).unwrap();
+    let out = memplan(&["pool", "train", trace.to_str().unwrap()]);
+    no_panic(&out, "pool train");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("record 0: a free of id 0"), "{err}");
+}

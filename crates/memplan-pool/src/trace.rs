@@ -256,6 +256,62 @@ impl Builder {
     }
 }
 
+/// One 16-byte replay record: its size (0 for a free) and its id.
+fn bin_record(r: &[u8]) -> (u64, u64) {
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&r[0..8]);
+    let mut id = [0u8; 4];
+    id.copy_from_slice(&r[8..12]);
+    (u64::from_le_bytes(size), u64::from(u32::from_le_bytes(id)))
+}
+
+/// Follows a replay stream as it is read and stops it at the first free of an id not
+/// live (the check [`Trace::from_bin`] makes, done early so that a stream that is not a
+/// trace is refused before it is read whole).
+#[derive(Default)]
+struct FreeCheck {
+    live: std::collections::HashSet<u64>,
+    partial: Vec<u8>,
+    records: u64,
+}
+
+impl FreeCheck {
+    fn feed(&mut self, mut chunk: &[u8]) -> Result<(), String> {
+        const RECORD: usize = 16;
+        let one = |r: &[u8], this: &mut FreeCheck| {
+            let (size, id) = bin_record(r);
+            if size == 0 && !this.live.remove(&id) {
+                return Err(format!(
+                    "record {}: a free of id {id}, which no earlier record allocates; this is not a replay trace (or it was cut from a running process: read it with foreign frees skipped)",
+                    this.records
+                ));
+            }
+            if size != 0 {
+                this.live.insert(id);
+            }
+            this.records += 1;
+            Ok(())
+        };
+        if !self.partial.is_empty() {
+            let need = RECORD - self.partial.len();
+            let take = need.min(chunk.len());
+            self.partial.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+            if self.partial.len() < RECORD {
+                return Ok(());
+            }
+            let record = std::mem::take(&mut self.partial);
+            one(&record, self)?;
+        }
+        let mut records = chunk.chunks_exact(RECORD);
+        for r in records.by_ref() {
+            one(r, self)?;
+        }
+        self.partial.extend_from_slice(records.remainder());
+        Ok(())
+    }
+}
+
 /// The largest trace file read: 4 GiB (about 250 million replay records).
 pub const MAX_TRACE_BYTES: u64 = 4 << 30;
 
@@ -266,7 +322,15 @@ impl Trace {
         use memplan::io::file;
         let failed = |e: file::FileError| error(path, Location::File, None, e.to_string());
         if path.extension().is_some_and(|ext| ext == "bin") {
-            let bytes = file::read_bytes(path, MAX_TRACE_BYTES).map_err(failed)?;
+            // Frees of ids never allocated end the reading at once when they are errors:
+            // `/dev/zero` (or a sparse file) is a free of id 0 in its first record, and was
+            // read to 4 GiB before.
+            let mut stream = FreeCheck::default();
+            let check = |chunk: &[u8], _offset: u64| match options.foreign_frees {
+                ForeignFrees::Error => stream.feed(chunk),
+                ForeignFrees::Skip => Ok(()),
+            };
+            let bytes = file::read_bytes_checked(path, MAX_TRACE_BYTES, check).map_err(failed)?;
             Trace::from_bin_with(path, &bytes, options)
         } else {
             let text = file::read_text_capped(path, MAX_TRACE_BYTES).map_err(failed)?;
@@ -429,23 +493,17 @@ impl Trace {
                 ),
             ));
         }
-        let records: Vec<(u64, u64)> = bytes
-            .chunks_exact(RECORD)
-            .map(|r| {
-                let mut size = [0u8; 8];
-                size.copy_from_slice(&r[0..8]);
-                let mut id = [0u8; 4];
-                id.copy_from_slice(&r[8..12]);
-                (u64::from_le_bytes(size), u64::from(u32::from_le_bytes(id)))
-            })
-            .collect();
-        let sizes: Vec<u64> = records.iter().map(|r| r.0).collect();
+        // Records are decoded where they are used: a list of them beside the bytes doubled
+        // the memory of a large trace.
+        let records = || bytes.chunks_exact(RECORD).map(bin_record);
+        let sizes: Vec<u64> = records().map(|r| r.0).collect();
         let period = period(&sizes);
+        drop(sizes);
         let mut builder = Builder {
             foreign: options.foreign_frees,
             ..Builder::default()
         };
-        for (index, &(size, id)) in records.iter().enumerate() {
+        for (index, (size, id)) in records().enumerate() {
             let op = if size == 0 { Op::Free } else { Op::Alloc };
             let iteration = (index / period) as u64;
             let iteration = first_iteration.checked_add(iteration).ok_or_else(|| {
