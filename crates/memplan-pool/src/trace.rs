@@ -320,7 +320,14 @@ impl Trace {
     /// anything else CSV).
     pub fn read(path: &Path, options: ReadOptions) -> Result<Trace, TraceError> {
         use memplan::io::file;
-        let failed = |e: file::FileError| error(path, Location::File, None, e.to_string());
+        // The error names the file once (a refusal's own text does not repeat the path).
+        let failed = |e: file::FileError| {
+            let message = match e {
+                file::FileError::Refused { message, .. } => message,
+                other => other.to_string(),
+            };
+            error(path, Location::File, None, message)
+        };
         if path.extension().is_some_and(|ext| ext == "bin") {
             // Frees of ids never allocated end the reading at once when they are errors:
             // `/dev/zero` (or a sparse file) is a free of id 0 in its first record, and was
