@@ -11,7 +11,7 @@ use memplan::plan::tensors;
 use memplan::planner::search::{self, Rules, Search};
 use memplan::planner::{self, best_of, Planner, Strip, StripOutcome};
 use memplan::render::{ascii, svg, Scene};
-use memplan::{bound, checker, Plan, Problem};
+use memplan::{checker, Plan, Problem};
 use serde_json::json;
 
 use memplan_graph::{Analysis, Graph};
@@ -20,7 +20,7 @@ use crate::input::GraphSettings;
 use crate::spec::{Kind, PlannerSpec};
 use crate::table::{bytes, columns, key_values, millis, ratio};
 use crate::{input, progress, Format, ReportFormat, SearchArgs};
-use memplan_session::plan as session;
+use memplan_session::plan::{self as session, max_live};
 use memplan_session::run::{run, Algorithm, Hooks};
 
 pub use crate::inspect::inspect;
@@ -1207,36 +1207,4 @@ pub fn bench(
     };
     emit(&text, None)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The max-live lower bound, or an error naming the file, the step and the buffers live
-/// at it when it overflows 64 bits.
-fn max_live(problem: &Problem, file: &Path) -> Result<u64> {
-    bound::max_live(problem).with_context(|| {
-        let Some(overflow) = bound::live_overflow(problem) else {
-            return format!("'{}': the live bytes overflow 64 bits", file.display());
-        };
-        let mut live: Vec<&memplan::Buffer> =
-            overflow.live.iter().map(|&id| problem.buffer(id)).collect();
-        live.sort_by_key(|b| std::cmp::Reverse(b.size));
-        let largest: Vec<String> = live
-            .iter()
-            .take(3)
-            .map(|b| {
-                format!(
-                    "'{}' ({} bytes)",
-                    memplan::render::printable(&b.name),
-                    b.size
-                )
-            })
-            .collect();
-        format!(
-            "'{}': the {} buffers live at step {} add up to more than 2^64 bytes \
-             (largest: {}); no arena can hold them: check these sizes in the file",
-            file.display(),
-            live.len(),
-            overflow.step,
-            largest.join(", ")
-        )
-    })
 }
