@@ -466,19 +466,10 @@ fn plan(
     let kind = memplan_session::spec::Kind::of(base);
     let is_search = kind == memplan_session::spec::Kind::Search;
     let is_strip = kind == memplan_session::spec::Kind::Strip;
-    if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
-        return Err(input(format!(
-            "time_limit, seed and threads apply to planner='search', not to '{planner}'"
-        )));
-    }
+    check_search_args(is_search, planner, time_limit, seed, threads)?;
     if !is_strip && (metric.is_some() || max_iters.is_some() || max_reads.is_some()) {
         return Err(input(format!(
             "metric, max_iters and max_reads apply to planner='strip', not to '{planner}'"
-        )));
-    }
-    if threads > MAX_THREADS {
-        return Err(value(format!(
-            "threads must be from 0 (every core) to {MAX_THREADS}, not {threads}"
         )));
     }
     let aligned = if alignment != 1 {
@@ -587,21 +578,8 @@ fn plan_file(
     use memplan_session::spec::{Kind, PlannerSpec};
     let spec = PlannerSpec::parse(planner).map_err(|e| input(format!("{e:#}")))?;
     let is_search = spec.kind() == Kind::Search;
-    if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
-        return Err(input(format!(
-            "time_limit, seed and threads apply to planner='search', not to '{planner}'"
-        )));
-    }
-    if threads > MAX_THREADS {
-        return Err(value(format!(
-            "threads must be from 0 (every core) to {MAX_THREADS}, not {threads}"
-        )));
-    }
-    if alignment == 0 {
-        return Err(value(
-            "alignment must be at least 1 (1: no alignment), not 0",
-        ));
-    }
+    check_search_args(is_search, planner, time_limit, seed, threads)?;
+    check_alignment(alignment)?;
     let settings = memplan_session::input::GraphSettings {
         import: memplan_onnx::ImportOptions {
             input_shapes: input_shapes.unwrap_or_default(),
@@ -641,8 +619,7 @@ fn plan_file(
     };
     let staged = planned.staged;
     let output = planned.executed.output;
-    let max_live = staged.lower_bound;
-    let proven = output.search().map(|s| s.lower_bound.max(max_live));
+    let bounds = Bounds::with_max_live(staged.lower_bound, Some(&output));
     let search = output
         .search()
         .map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
@@ -650,8 +627,8 @@ fn plan_file(
         arena: output.plan.arena_bytes.unwrap_or(0),
         chosen: output.chosen().map(str::to_string),
         offsets: output.plan.offsets,
-        lower_bound: proven.unwrap_or(max_live),
-        max_live,
+        lower_bound: bounds.best(),
+        max_live: bounds.max_live,
         alignment,
         planner: request.spec.planner(&request.settings).name().to_string(),
         proven_optimal: search.as_ref().map(|s| s.0),
@@ -687,12 +664,40 @@ fn seconds_arg(name: &str, seconds: f64) -> Result<Duration> {
 /// `problem` with every buffer's alignment raised to `alignment`: a `ValueError` naming
 /// the argument when it is 0, an `InputError` when a fixed offset is then misaligned.
 fn aligned_problem(problem: &CoreProblem, alignment: u64) -> Result<CoreProblem> {
+    check_alignment(alignment)?;
+    Ok(problem.with_alignment(alignment)?)
+}
+
+/// A `ValueError` naming `alignment` when it is 0.
+fn check_alignment(alignment: u64) -> Result<()> {
     if alignment == 0 {
         return Err(value(
             "alignment must be at least 1 (1: no alignment), not 0",
         ));
     }
-    Ok(problem.with_alignment(alignment)?)
+    Ok(())
+}
+
+/// `time_limit`, `seed` and `threads` are search's: an `InputError` when given to another
+/// planner, a `ValueError` for more threads than [`MAX_THREADS`].
+fn check_search_args(
+    is_search: bool,
+    planner: &str,
+    time_limit: Option<f64>,
+    seed: u64,
+    threads: usize,
+) -> Result<()> {
+    if !is_search && (time_limit.is_some() || seed != 0 || threads != 0) {
+        return Err(input(format!(
+            "time_limit, seed and threads apply to planner='search', not to '{planner}'"
+        )));
+    }
+    if threads > MAX_THREADS {
+        return Err(value(format!(
+            "threads must be from 0 (every core) to {MAX_THREADS}, not {threads}"
+        )));
+    }
+    Ok(())
 }
 
 /// Every violation of a plan (a `PlanResult`, or offsets in buffer id order): buffers

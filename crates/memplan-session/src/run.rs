@@ -146,13 +146,17 @@ impl Bounds {
     /// The bounds of `problem`, with search's proven bound from `output` when it ran.
     /// `None` when the bytes live at one step overflow 64 bits.
     pub fn of(problem: &Problem, output: Option<&Output>) -> Option<Bounds> {
-        let max_live = bound::max_live(problem)?;
-        Some(Bounds {
+        Some(Bounds::with_max_live(bound::max_live(problem)?, output))
+    }
+
+    /// [`Bounds::of`] with max-live already computed (a staged problem carries it).
+    pub fn with_max_live(max_live: u64, output: Option<&Output>) -> Bounds {
+        Bounds {
             max_live,
             proven: output
                 .and_then(Output::search)
                 .map(|s| s.lower_bound.max(max_live)),
-        })
+        }
     }
 
     /// The best bound known: the proven one when there is one, else max-live.
