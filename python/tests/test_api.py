@@ -265,7 +265,10 @@ def test_planning_releases_the_gil():
     assert len(ticks) > 50
 
 
-def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
+def search_interrupted_by_ctrl_c(body):
+    """Runs `body` (a search on `problem`, printing its outcome) in a child Python, sends
+    it SIGINT 2 s after it is ready, and returns what it printed and the seconds from the
+    signal to its end."""
     script = textwrap.dedent(
         f"""
         import sys, time
@@ -275,11 +278,8 @@ def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
         problem = random_problem(4000)
         print("ready", flush=True)
         started = time.monotonic()
-        result = memplan.plan(problem, "search", time_limit=120)
-        print(result.stop, round(time.monotonic() - started, 1),
-              len(memplan.check(problem, result)), flush=True)
         """
-    )
+    ) + textwrap.dedent(body)
     # A runner that starts the tests in the background (non-interactive `cmd &`) leaves
     # SIGINT ignored, and Python installs no KeyboardInterrupt handler in a child that
     # inherits that: give the child the default disposition a terminal would.
@@ -291,12 +291,40 @@ def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
     )
     assert child.stdout.readline().strip() == "ready"
     time.sleep(2.0)
+    sent = time.monotonic()
     child.send_signal(signal.SIGINT)
-    out, _ = child.communicate(timeout=60)
+    out, _ = child.communicate(timeout=90)
+    return out, time.monotonic() - sent
+
+
+def test_ctrl_c_interrupts_search_and_returns_its_best_plan():
+    out, _ = search_interrupted_by_ctrl_c(
+        """
+        result = memplan.plan(problem, "search", time_limit=120)
+        print(result.stop, round(time.monotonic() - started, 1),
+              len(memplan.check(problem, result)), flush=True)
+        """
+    )
     stop, seconds, violations = out.split()
     assert stop == "interrupted"
     assert float(seconds) < 60
     assert violations == "0"
+
+
+def test_ctrl_c_raises_promptly_when_no_partial_plan_is_wanted():
+    # With return_on_interrupt=False, KeyboardInterrupt is raised soon after the signal,
+    # not after the whole time limit (it was ignored for all of it).
+    out, after_signal = search_interrupted_by_ctrl_c(
+        """
+        try:
+            memplan.plan(problem, "search", time_limit=120, return_on_interrupt=False)
+            print("returned", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        """
+    )
+    assert out.split() == ["interrupted"], out
+    assert after_signal < 60, out
 
 
 def test_a_plan_records_its_alignment_and_its_problem():
