@@ -147,6 +147,20 @@ def plan_file(
 ) -> Tuple[Problem, PlanResult]: ...
 def check(problem: Problem, plan: Union[PlanResult, Sequence[int]]) -> List[Violation]: ...
 def planners() -> List[Tuple[str, str]]: ...
+def swap_plan_trace(
+    trace: str,
+    *,
+    budget: Optional[int] = None,
+    max_overhead: Optional[float] = None,
+    to_host: bool = True,
+    codec: Optional[str] = None,
+    planner: str = "method",
+    improvements: bool = True,
+    th_tts_ms: Optional[float] = None,
+    th_size: Optional[int] = None,
+    max_count: Optional[int] = None,
+    source: str = "<trace>",
+) -> str: ...
 def read_plan(text: str, problem: Problem, source: str = "<string>") -> PlanResult: ...
 def load_onnx(
     path: Union[str, PathLike[str]],

@@ -15,7 +15,7 @@ use memplan_swap::planner::{self, Goal, Improvements, Outcome, Planner, Setup};
 use memplan_swap::rewrite::{Codec, Reduction};
 use memplan_swap::simulate::{self, Machine, Run};
 use memplan_swap::training::{self, Device};
-use memplan_swap::{pipedream, select, timing};
+use memplan_swap::{pipedream, select, timing, torch};
 use serde_json::{json, Value};
 
 use crate::input::{self, FileKind};
@@ -232,12 +232,17 @@ pub fn parse_improvements(text: &str) -> Result<Improvements, String> {
 struct Step {
     graph: Graph,
     source: Vec<(&'static str, String, Value)>,
+    /// The machine a PyTorch trace measured (it replaces the link and codec flags).
+    machine: Option<Machine>,
 }
 
 /// Builds the training step: an ONNX model (by extension) through the shared import and
 /// [`training::training_step`], anything else as a PipeDream profile.
 fn training_step(args: &SwapArgs) -> Result<Step> {
     let file = args.graph.display();
+    if let Some(step) = torch_step(args)? {
+        return Ok(step);
+    }
     if FileKind::of(args.graph) == FileKind::Onnx {
         let forward = input::read_graph(args.graph, &args.import)?;
         let device = args.device.unwrap_or_default();
@@ -261,6 +266,7 @@ fn training_step(args: &SwapArgs) -> Result<Step> {
                 ("forward nodes", n.to_string(), json!(n)),
                 ("device", text, json),
             ],
+            machine: None,
         });
     }
     if args.device.is_some() || args.import != ImportOptions::default() {
@@ -272,19 +278,62 @@ fn training_step(args: &SwapArgs) -> Result<Step> {
     Ok(Step {
         graph: step.graph,
         source: vec![("layers", n.to_string(), json!(n))],
+        machine: None,
     })
+}
+
+/// The size cap of a PyTorch trace (a step of 10^6 ops is about 200 MB of JSON).
+const TRACE_CAP: u64 = 1 << 30;
+
+/// A PyTorch trace (`memplan.torch.trace`, a `.json` file naming its format), or `None`
+/// for other inputs.
+fn torch_step(args: &SwapArgs) -> Result<Option<Step>> {
+    let is_json = args
+        .graph
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if !is_json {
+        return Ok(None);
+    }
+    let file = args.graph.display().to_string();
+    let text = memplan::io::file::read_text_capped(args.graph, TRACE_CAP)?;
+    if !torch::looks_like_trace(&text) {
+        bail!("'{file}': a .json input of memplan swap is a PyTorch trace (format '{}', written by memplan.torch.trace); this file does not name that format", torch::FORMAT);
+    }
+    if args.device.is_some() || args.import != ImportOptions::default() {
+        bail!("'{file}': --input-shape, --dim, --peak-tflops, --mem-bandwidth and --launch-us apply to ONNX models (.onnx) only; a PyTorch trace has measured times");
+    }
+    let trace = torch::parse(&text, &file)?;
+    let codec = args.compress.is_some();
+    let step = torch::training_step(&trace, &file, codec)?;
+    let n = trace.ops.len();
+    let packs = trace.packs.len();
+    Ok(Some(Step {
+        graph: step.graph,
+        source: vec![
+            ("ops", n.to_string(), json!(n)),
+            ("saved tensors", packs.to_string(), json!(packs)),
+            (
+                "measured peak",
+                format!("{} B", trace.measured_peak_bytes),
+                json!(trace.measured_peak_bytes),
+            ),
+        ],
+        machine: Some(step.machine),
+    }))
 }
 
 /// Runs `memplan swap`.
 pub fn run(args: &SwapArgs) -> Result<ExitCode> {
     let step = training_step(args)?;
+    let machine = step.machine.unwrap_or(args.machine);
     let graph = &step.graph;
     let name = args.graph.display().to_string();
     if args.planner == SwapPlanner::None {
-        write_outputs(args, graph, &simulate::simulate(graph, &args.machine)?)?;
+        write_outputs(args, graph, &simulate::simulate(graph, &machine)?)?;
         return baseline(args, &step, name);
     }
-    let before = simulate::simulate(graph, &args.machine)?;
+    let before = simulate::simulate(graph, &machine)?;
     let goal = match (args.budget, args.max_overhead) {
         (Some(Budget::Bytes(b)), None) => Goal::Budget(b),
         (Some(Budget::Fraction(f)), None) => Goal::Budget((before.peak_bytes as f64 * f) as u64),
@@ -312,7 +361,7 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
         bail!("--recompute re-runs producers: it takes neither --compress nor --on-device");
     }
     let setup = Setup {
-        machine: args.machine,
+        machine,
         reduction,
         goal,
         th_tts_ms: args.th_tts_ms,
@@ -383,11 +432,11 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
                     "machine",
                     format!(
                         "link {} GB/s down, {} GB/s up, {} ms per copy, codec {} GB/s{}",
-                        args.machine.d2h_bytes_per_ms / 1e6,
-                        args.machine.h2d_bytes_per_ms / 1e6,
-                        args.machine.copy_latency_ms,
-                        args.machine.codec_bytes_per_ms / 1e6,
-                        args.machine.pinned_bytes.map_or(String::new(), |p| format!(
+                        machine.d2h_bytes_per_ms / 1e6,
+                        machine.h2d_bytes_per_ms / 1e6,
+                        machine.copy_latency_ms,
+                        machine.codec_bytes_per_ms / 1e6,
+                        machine.pinned_bytes.map_or(String::new(), |p| format!(
                             ", pinned pool {}",
                             table::bytes(p)
                         ))

@@ -80,6 +80,16 @@ pub fn input(message: impl Into<String>) -> Error {
     Error(InputError::new_err(message.into()))
 }
 
+/// `FormatError(message)`: a file or text that is not what it claims to be.
+pub fn format(message: impl Into<String>) -> Error {
+    Error(FormatError::new_err(message.into()))
+}
+
+/// `PlanningError(message)`: planning failed on a valid input.
+pub fn planning(message: impl Into<String>) -> Error {
+    Error(PlanningError::new_err(message.into()))
+}
+
 /// `ValueError(message)`: an argument out of range; the message names the argument.
 pub fn value(message: impl Into<String>) -> Error {
     Error(PyValueError::new_err(message.into()))

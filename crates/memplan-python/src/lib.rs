@@ -742,6 +742,99 @@ fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> Result<V
     Ok(report.violations.iter().map(violation).collect())
 }
 
+/// Plans a traced PyTorch training step (`memplan-torch-trace` JSON text) with the swap
+/// method and returns the plan as JSON text (`memplan-torch-plan`); `memplan.torch.plan`
+/// wraps it. Exactly one goal: `budget` (bytes of peak tensor memory) or `max_overhead`
+/// (allowed step-time increase, 0.1 = 10 %). `th_tts_ms`, `th_size` and `max_count` fix
+/// the method's thTTS, thS and N (searched when `None`).
+#[pyfunction]
+#[pyo3(signature = (trace, *, budget = None, max_overhead = None, to_host = true, codec = None, planner = "method", improvements = true, th_tts_ms = None, th_size = None, max_count = None, source = "<trace>"))]
+#[allow(clippy::too_many_arguments)]
+fn swap_plan_trace(
+    py: Python<'_>,
+    trace: &str,
+    budget: Option<u64>,
+    max_overhead: Option<f64>,
+    to_host: bool,
+    codec: Option<&str>,
+    planner: &str,
+    improvements: bool,
+    th_tts_ms: Option<f64>,
+    th_size: Option<u64>,
+    max_count: Option<usize>,
+    source: &str,
+) -> Result<String> {
+    if let Some(t) = th_tts_ms {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(error::value(format!("th_tts_ms {t} is not a time >= 0")));
+        }
+    }
+    use memplan_swap::planner::{Goal, Improvements, Planner, Setup};
+    use memplan_swap::rewrite::{Codec, Reduction};
+    let parsed =
+        memplan_swap::torch::parse(trace, source).map_err(|e| error::format(e.to_string()))?;
+    let step = memplan_swap::torch::training_step(&parsed, source, codec.is_some())
+        .map_err(|e| error::format(e.to_string()))?;
+    let goal = match (budget, max_overhead) {
+        (Some(b), None) => Goal::Budget(b),
+        (None, Some(o)) if o.is_finite() && o >= 0.0 => Goal::MaxOverhead(o),
+        (None, Some(o)) => {
+            return Err(error::value(format!(
+                "max_overhead {o} is not a number >= 0"
+            )))
+        }
+        (None, None) => return Err(error::value("give a goal: budget (bytes) or max_overhead")),
+        (Some(_), Some(_)) => return Err(error::value("give budget or max_overhead, not both")),
+    };
+    let codec = match codec {
+        None => None,
+        Some("fp16") => Some(Codec::Fp16),
+        Some("fp24") => Some(Codec::Fp24),
+        Some("int8") => Some(Codec::Int8),
+        Some(other) => {
+            return Err(error::value(format!(
+                "codec {other:?} is not one of 'fp16', 'fp24', 'int8' (or None)"
+            )))
+        }
+    };
+    if !to_host && codec.is_none() {
+        return Err(error::value(
+            "to_host=False needs a codec: a reduction copies to the store, compresses, or both",
+        ));
+    }
+    let imp = if improvements {
+        Improvements::ALL
+    } else {
+        Improvements::NONE
+    };
+    let planner = match planner {
+        "method" => Planner::Method(imp),
+        "lms" => Planner::Lms,
+        "everything" => Planner::Everything,
+        other => {
+            return Err(error::value(format!(
+                "planner {other:?} is not one of 'method', 'lms', 'everything'"
+            )))
+        }
+    };
+    let setup = Setup {
+        machine: step.machine,
+        reduction: Reduction {
+            to_host,
+            codec,
+            recompute: false,
+        },
+        goal,
+        th_tts_ms,
+        th_size_bytes: th_size,
+        max_count,
+    };
+    let plan = py
+        .detach(|| memplan_swap::torch::plan(&step, planner, &setup))
+        .map_err(|e| error::planning(e.to_string()))?;
+    serde_json::to_string(&plan).map_err(error::internal)
+}
+
 /// `(name, description)` of every planner.
 #[pyfunction]
 fn planners() -> Vec<(String, String)> {
@@ -886,6 +979,7 @@ fn _memplan(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_file, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(planners, m)?)?;
+    m.add_function(wrap_pyfunction!(swap_plan_trace, m)?)?;
     m.add_function(wrap_pyfunction!(read_plan, m)?)?;
     m.add_function(wrap_pyfunction!(load_onnx, m)?)?;
     m.add_function(wrap_pyfunction!(load_tflite, m)?)?;

@@ -14,7 +14,9 @@
 //!   swap-everything, searched against a memory budget or a step-time overhead;
 //! - [`dot`]: Graphviz DOT export;
 //! - [`training`]: one training step from a forward graph (an imported ONNX model), with
-//!   roofline latencies.
+//!   roofline latencies;
+//! - [`torch`]: one training step traced in PyTorch (`memplan.torch.trace`), and the
+//!   plan `memplan.torch.apply` executes.
 
 pub mod dot;
 #[cfg(feature = "fuzzing")]
@@ -25,6 +27,7 @@ pub mod rewrite;
 pub mod select;
 pub mod simulate;
 pub mod timing;
+pub mod torch;
 pub mod training;
 
 /// Profiles shared by the unit tests.

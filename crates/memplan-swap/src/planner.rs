@@ -42,8 +42,9 @@ use std::rc::Rc;
 use memplan_graph::{Graph, NodeId, ValueId};
 
 use crate::rewrite::{
-    levels, recomputable, reduced_values, rewrite_and_simulate_prepared, rewrite_simulated,
-    Options, Prefetch, Prepared, Reduction, RewriteError, Serialize, Swap, Trial,
+    levels, recomputable, reduced_values, restorable, rewrite_and_simulate_prepared,
+    rewrite_simulated, Options, Prefetch, Prepared, Reduction, RewriteError, Serialize, Swap,
+    Trial,
 };
 use crate::select::{candidates, Candidate, Params};
 use crate::simulate::{is_host, simulate, Engine, Machine, Run, SimulateError};
@@ -501,7 +502,8 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
 }
 
 /// Every read of a device activation that a baseline may swap: `(value, producer,
-/// reader)`, for produced, non-empty activations that are not already on the host.
+/// reader)`, for produced, non-empty activations that are not already on the host, read
+/// in a [`restorable`] slot.
 fn device_reads(graph: &Graph) -> impl Iterator<Item = (ValueId, NodeId, NodeId)> + '_ {
     graph
         .values()
@@ -512,9 +514,13 @@ fn device_reads(graph: &Graph) -> impl Iterator<Item = (ValueId, NodeId, NodeId)
             let producer = value
                 .producer
                 .filter(|_| value.is_activation() && value.bytes > 0 && !is_host(graph, id));
-            producer
-                .into_iter()
-                .flat_map(move |(p, _)| value.consumers.iter().map(move |&(c, _)| (id, p, c)))
+            producer.into_iter().flat_map(move |(p, _)| {
+                value
+                    .consumers
+                    .iter()
+                    .filter(move |&&(c, slot)| restorable(graph, c, slot))
+                    .map(move |&(c, _)| (id, p, c))
+            })
         })
 }
 

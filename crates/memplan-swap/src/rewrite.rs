@@ -78,6 +78,20 @@ pub const DECOMPRESS: &str = "Decompress";
 pub const RECOMPUTE: &str = "Recompute";
 /// The attribute of a [`RECOMPUTE`] node that names the node it re-runs.
 pub const RECOMPUTES: &str = "recomputes";
+/// A node attribute (integers): the input slots of the node that may read a restored
+/// copy. A node without it may read any input from a restore; a node with it only those
+/// slots (a PyTorch forward op reads what the forward made, never a restore: see
+/// [`crate::torch`]).
+pub const RESTORABLE: &str = "restorable";
+
+/// Whether input `slot` of `node` may be rerouted to a restore ([`RESTORABLE`]).
+pub fn restorable(graph: &Graph, node: NodeId, slot: usize) -> bool {
+    match graph.node(node).attributes.get(RESTORABLE) {
+        Some(memplan_graph::Attribute::Ints(slots)) => slots.contains(&(slot as i64)),
+        Some(_) => false,
+        None => true,
+    }
+}
 
 /// A lossy compression of fp32 activations (methods.md §4: 32→16, 32→24 or 32→8 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,7 +319,7 @@ pub struct Rewritten {
 pub enum RewriteError {
     #[error("value '{value}' cannot be swapped: {why}")]
     BadValue { value: String, why: &'static str },
-    #[error("value '{value}': node '{node}' does not read it after its producer, so it cannot read it from a restore")]
+    #[error("value '{value}': node '{node}' does not read it after its producer in a restorable slot, so it cannot read it from a restore")]
     BadReader { value: String, node: String },
     #[error("a reduction must copy to the host, compress, or both; or recompute, alone")]
     EmptyReduction,
@@ -362,37 +376,6 @@ impl Queues {
             }
         }
         out
-    }
-}
-
-/// Maximum of any range of a fixed list in O(1) (a sparse table, built in O(n log n)).
-struct RangeMax<T> {
-    /// `levels[j][i]`: the maximum of `items[i .. i + 2^j]`.
-    levels: Vec<Vec<T>>,
-}
-
-impl<T: Copy + Ord> RangeMax<T> {
-    fn new(items: Vec<T>) -> RangeMax<T> {
-        let mut levels = vec![items];
-        let mut width = 1;
-        while 2 * width <= levels[0].len() {
-            let last = levels.last().expect("one level at least");
-            let next = (0..last.len() - width)
-                .map(|i| last[i].max(last[i + width]))
-                .collect();
-            levels.push(next);
-            width *= 2;
-        }
-        RangeMax { levels }
-    }
-
-    /// The maximum of `items[lo..hi]`; `None` when the range is empty.
-    fn max(&self, lo: usize, hi: usize) -> Option<T> {
-        if lo >= hi {
-            return None;
-        }
-        let j = (usize::BITS - 1 - (hi - lo).leading_zeros()) as usize;
-        Some(self.levels[j][lo].max(self.levels[j][hi - (1 << j)]))
     }
 }
 
@@ -622,7 +605,6 @@ pub(crate) struct Prepared<'a> {
     compute_at: Vec<usize>,
     /// Per node: its output bytes on the device (the p/q rule).
     out_bytes: OnceCell<Result<Vec<u64>, GraphError>>,
-    widest: OnceCell<RangeMax<(u64, usize)>>,
     queues: OnceCell<Queues>,
     levels: OnceCell<Vec<usize>>,
     /// The graph's [`Flat`].
@@ -646,7 +628,6 @@ impl<'a> Prepared<'a> {
             compute,
             compute_at,
             out_bytes: OnceCell::new(),
-            widest: OnceCell::new(),
             queues: OnceCell::new(),
             levels: OnceCell::new(),
             flat: OnceCell::new(),
@@ -1046,7 +1027,10 @@ fn layout(
         readers.sort();
         readers.dedup();
         for &r in &readers {
-            let reads = v.consumers.iter().any(|&(c, _)| c == r);
+            let reads = v
+                .consumers
+                .iter()
+                .any(|&(c, slot)| c == r && restorable(graph, c, slot));
             if !reads || producer.is_some_and(|p| r.index() <= p) {
                 return Err(RewriteError::BadReader {
                     value: v.name.clone(),
@@ -1110,12 +1094,6 @@ fn layout(
     // Compute-stream positions, for searches by simulated time (their starts and
     // finishes grow along the order: the stream is in-order).
     let compute_at = &prepared.compute_at;
-    // The p/q rule over ranges of compute nodes, in O(1) per query.
-    let widest = options.largest_output.then(|| {
-        prepared
-            .widest
-            .get_or_init(|| RangeMax::new(compute_at.iter().map(|&u| (out_bytes[u], u)).collect()))
-    });
 
     let mut new_graph = NewValues {
         graph,
@@ -1201,6 +1179,8 @@ fn layout(
             ));
             stored = out;
         }
+        // p of the p/q rule: the node the reduction is serialized before, by its output.
+        let mut p_out: Option<u64> = None;
         if options.serialize_reductions != Serialize::None && last_reduction.is_some() {
             // Readers that keep the device copy (not rerouted to a restore).
             let keepers = v
@@ -1232,6 +1212,7 @@ fn layout(
             };
             if let (Some(t), Some(red)) = (target, last_reduction) {
                 edges.push((At::Insert(red), At::Node(NodeId(t as u32))));
+                p_out = out_bytes.get(t).copied();
             }
         }
         // Restores.
@@ -1259,12 +1240,24 @@ fn layout(
                             + partition_point_from_end(&compute_at[lo..hi], |&u| {
                                 run.finish[u] + need <= run.start[c] + 1e-9
                             });
-                        let in_time = if options.largest_output {
-                            widest.as_ref().and_then(|w| w.max(lo, fit)).map(|(_, u)| u)
-                        } else {
-                            fit.checked_sub(1)
-                                .filter(|&k| k >= lo)
-                                .map(|k| compute_at[k])
+                        let latest = fit.checked_sub(1).filter(|&k| k >= lo);
+                        let in_time = match (options.largest_output, p_out, latest) {
+                            // The p/q rule (methods.md §4, corrected again): q, this
+                            // source, has a smaller output than p, the reduction's
+                            // serialization target, and is late enough that the restore
+                            // ends just before the reader: the latest in-time source
+                            // with a smaller output, among those ending within one
+                            // restore time of the latest; else the latest in time.
+                            (true, Some(p_bytes), Some(k_latest)) => {
+                                let horizon = run.start[c] - 2.0 * need - 1e-9;
+                                let smaller = (lo..=k_latest)
+                                    .rev()
+                                    .map(|k| compute_at[k])
+                                    .take_while(|&u| run.finish[u] >= horizon)
+                                    .find(|&u| out_bytes[u] < p_bytes);
+                                Some(smaller.unwrap_or(compute_at[k_latest]))
+                            }
+                            (_, _, latest) => latest.map(|k| compute_at[k]),
                         };
                         in_time.or_else(|| (hi > lo).then(|| compute_at[hi - 1]))
                     }
@@ -2083,17 +2076,19 @@ mod tests {
 
     /// Swapping a for D, the method as stated. Input times: A [0,1) B [1,2) C1 [2,3)
     /// C2 [3,4) D [4,5).
-    /// - Serialization: to a consumer of a that keeps it: B, the only one.
+    /// - Serialization: to a consumer of a that keeps it: B, the only one (p, output b,
+    ///   800 B).
     /// - Prefetch: the copy back takes 1 ms and D starts at 4: B (ends 2) and C1 (ends 3)
-    ///   let it arrive in time; by the p/q rule B, whose output (b, 800 B) is larger than
-    ///   C1's (100 B). The copy back is placed after B.
+    ///   let it arrive in time. By the p/q rule as corrected, q's output must be smaller
+    ///   than p's and q late enough: C1 (100 B), the latest in time. (The rule once read
+    ///   as "the largest output" took B, whose copy back then ran beside C1 and gave the
+    ///   no-swap peak, 1900 B: the prefetch did nothing.)
     ///
-    /// Simulated: A [0,1), swapout [1,2), B waits for it: [2,3), swapin [3,4) beside C1
-    /// [3,4), C2 [4,5), D [5,6): step 6 ms (1 ms of stall). Device bytes: a + b = 1800
-    /// while B runs; a is freed at 3 (B ends), but the copy back and C1 start then:
-    /// b + a@D + c1 = 1900 at 3, the no-swap peak (a + b + c1 at C1). The as-stated
-    /// edges gain nothing here; without the p/q rule the prefetch comes from C1 (the
-    /// latest source in time) and the peak falls to 1800 (second half).
+    /// Simulated: A [0,1), swapout [1,2), B waits for it: [2,3), C1 [3,4), swapin [4,5)
+    /// beside C2 [4,5), D [5,6): step 6 ms (1 ms of stall). Device bytes: 1800 while B
+    /// runs (a + b); then b + c1 = 900 at 3; c1 + a@D + c2 = 1200 at 4; c2 + a@D + d =
+    /// 1110 at 5. Peak 1800 at 2, against 1900 without swap. Without the rule the
+    /// prefetch source is the latest in time too, C1.
     #[test]
     fn swap_by_hand() {
         let g = chain(false);
@@ -2106,14 +2101,14 @@ mod tests {
         let r = &out.graph;
         assert_eq!(
             names(r),
-            ["A", "swapout:a", "B", "swapin:a@D", "C1", "C2", "D"]
+            ["A", "swapout:a", "B", "C1", "swapin:a@D", "C2", "D"]
         );
-        assert_eq!(edges(r), [("B", "swapin:a@D"), ("swapout:a", "B")]);
+        assert_eq!(edges(r), [("C1", "swapin:a@D"), ("swapout:a", "B")]);
         let run = simulate(r, &machine()).unwrap();
-        assert_eq!(run.start, [0.0, 1.0, 2.0, 3.0, 3.0, 4.0, 5.0]);
+        assert_eq!(run.start, [0.0, 1.0, 2.0, 3.0, 4.0, 4.0, 5.0]);
         assert_eq!(
             (run.step_ms, run.peak_bytes, run.peak_at_ms),
-            (6.0, 1900, 3.0)
+            (6.0, 1800, 2.0)
         );
 
         // Without the p/q rule: prefetch from C1 (ends 3, the latest in time). Simulated:
@@ -2147,9 +2142,9 @@ mod tests {
     }
 
     /// One reduction feeding two restores (D and E); the second restore is serialized
-    /// after D, the reader of the first. Both prefetch sources are B (in time for D and
-    /// for E, with the largest output: the p/q rule), but the serialization places E's
-    /// copy back after D.
+    /// after D, the reader of the first. Prefetch sources by the p/q rule: C1 for D and
+    /// C2 for E (each the latest in time, with an output smaller than B's, p); the
+    /// serialization places E's copy back after D.
     #[test]
     fn one_reduction_several_restores() {
         let g = chain(true);
@@ -2166,8 +2161,8 @@ mod tests {
                 "A",
                 "swapout:a",
                 "B",
-                "swapin:a@D",
                 "C1",
+                "swapin:a@D",
                 "C2",
                 "D",
                 "swapin:a@E",
@@ -2177,8 +2172,8 @@ mod tests {
         assert_eq!(
             edges(r),
             [
-                ("B", "swapin:a@D"),
-                ("B", "swapin:a@E"),
+                ("C1", "swapin:a@D"),
+                ("C2", "swapin:a@E"),
                 ("D", "swapin:a@E"),
                 ("swapout:a", "B"),
             ]
@@ -2454,18 +2449,6 @@ mod tests {
                 assert_eq!(partition_point_from_end(&items, pred), cut);
             }
         }
-    }
-
-    #[test]
-    fn range_max_is_the_brute_force_max() {
-        let items: Vec<(u64, usize)> = (0..37).map(|i| ((i * 7919 % 13) as u64, i)).collect();
-        let table = RangeMax::new(items.clone());
-        for lo in 0..=items.len() {
-            for hi in lo..=items.len() {
-                assert_eq!(table.max(lo, hi), items[lo..hi].iter().copied().max());
-            }
-        }
-        assert_eq!(RangeMax::<u8>::new(Vec::new()).max(0, 0), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 use memplan_graph::{Graph, NodeId, ValueId};
 
+use crate::rewrite::restorable;
 use crate::simulate::is_host;
 use crate::timing::Timing;
 
@@ -79,6 +80,7 @@ pub fn candidates(graph: &Graph, timing: &Timing, params: &Params) -> Vec<Candid
             };
             if v.is_activation()
                 && !is_host(graph, *value)
+                && restorable(graph, NodeId(i as u32), slot)
                 && t.tts > params.th_tts_ms
                 && v.bytes > params.th_size_bytes
                 && covers
