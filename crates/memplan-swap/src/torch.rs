@@ -119,6 +119,8 @@ pub struct TraceError {
 /// A training step built from a trace.
 #[derive(Clone, Debug)]
 pub struct TorchStep {
+    /// The trace it was built from.
+    pub trace: Trace,
     pub graph: Graph,
     /// The machine the trace measured.
     pub machine: Machine,
@@ -491,6 +493,7 @@ pub fn training_step(trace: &Trace, file: &str, codec: bool) -> Result<TorchStep
         .set_outputs(outputs)
         .map_err(|e| err(format!("graph outputs: {e}")))?;
     Ok(TorchStep {
+        trace: trace.clone(),
         graph,
         machine,
         measured_peak_bytes: trace.measured_peak_bytes,
@@ -585,8 +588,14 @@ fn source_storage(graph: &Graph, node: NodeId) -> Option<usize> {
 }
 
 /// The execution plan of `rewritten` (a rewrite of a [`training_step`] by the swap
-/// planners).
-pub fn execution_plan(rewritten: &Graph) -> Result<ExecutionPlan, ExecutionError> {
+/// planners). With `run` (its simulation), each reduction also makes the first op that
+/// the simulation starts after the reduction's end wait for it: the memory it frees is
+/// then free at run time no later than simulated, however slow the copy really is
+/// (the serialization edges of the method do that for the ops they name).
+pub fn execution_plan(
+    rewritten: &Graph,
+    run: Option<&crate::simulate::Run>,
+) -> Result<ExecutionPlan, ExecutionError> {
     let mut reduced: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut preds: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
     for &(from, to) in rewritten.control_edges() {
@@ -609,6 +618,16 @@ pub fn execution_plan(rewritten: &Graph) -> Result<ExecutionPlan, ExecutionError
             SWAP_OUT | COMPRESS => {
                 let s = source_storage(rewritten, id).ok_or_else(|| unknown(id))?;
                 let waits = reduced.entry(s).or_default();
+                if let Some(run) = run {
+                    let end = run.finish[i] - 1e-9;
+                    let next = (i + 1..rewritten.nodes().len())
+                        .map(|k| NodeId(k as u32))
+                        .filter(|&k| op_index(rewritten, k).is_some())
+                        .find(|&k| run.start[k.index()] >= end);
+                    if let Some(op) = next.and_then(|k| op_index(rewritten, k)) {
+                        waits.push(op);
+                    }
+                }
                 for &(from, to) in rewritten.control_edges() {
                     if from == id {
                         if let Some(op) = op_index(rewritten, to) {
@@ -741,6 +760,10 @@ pub enum TorchPlanError {
     Simulate(#[from] crate::simulate::SimulateError),
     #[error(transparent)]
     Execution(#[from] ExecutionError),
+    #[error(transparent)]
+    Rewrite(#[from] crate::rewrite::RewriteError),
+    #[error("the plan is not executable on its trace: {0}")]
+    Invalid(String),
 }
 
 /// Plans `step` with `planner` under `setup` and turns the best rewrite into a
@@ -753,7 +776,9 @@ pub fn plan(
     use crate::planner::Goal;
     let plain = crate::simulate::simulate(&step.graph, &setup.machine)?;
     let outcome = crate::planner::plan(&step.graph, planner, setup)?;
-    let execution = execution_plan(&outcome.graph)?;
+    crate::rewrite::check(&outcome.graph)?;
+    let execution = execution_plan(&outcome.graph, Some(&outcome.run))?;
+    verify(&step.trace, &execution)?;
     let (budget_bytes, max_overhead) = match setup.goal {
         Goal::Budget(b) => (Some(b), None),
         Goal::MaxOverhead(o) => (None, Some(o)),
@@ -781,4 +806,69 @@ pub fn plan(
         evaluated: outcome.evaluated,
         execution,
     })
+}
+
+/// Checks an execution plan against its trace, independently of the planner: every
+/// reduced storage is one autograd saved, produced by a forward op; each restore's
+/// readers are backward ops that read the storage, after it starts (`after_op` below
+/// the first reader, not before the storage exists), and every op serialized after a
+/// reduction comes after the storage's producer. Runs on every plan [`plan`] returns.
+pub fn verify(trace: &Trace, plan: &ExecutionPlan) -> Result<(), TorchPlanError> {
+    let bad = |m: String| Err(TorchPlanError::Invalid(m));
+    let n = trace.ops.len();
+    let saved: HashSet<usize> = trace.packs.iter().map(|p| p.value).collect();
+    let mut reduced = HashSet::new();
+    for r in &plan.reduced {
+        let Some(s) = trace.values.get(r.value) else {
+            return bad(format!("reduced storage {} does not exist", r.value));
+        };
+        let Some(p) = s.producer else {
+            return bad(format!(
+                "reduced storage {} was not produced by the step",
+                r.value
+            ));
+        };
+        if !saved.contains(&r.value) || trace.ops[p].phase != "forward" {
+            return bad(format!(
+                "reduced storage {} is not a tensor saved for backward by a forward op",
+                r.value
+            ));
+        }
+        if !reduced.insert(r.value) {
+            return bad(format!("storage {} is reduced twice", r.value));
+        }
+        if let Some(&w) = r.wait_before_ops.iter().find(|&&w| w <= p || w >= n) {
+            return bad(format!(
+                "op {w} waits for the reduction of storage {}, produced by op {p}",
+                r.value
+            ));
+        }
+    }
+    for r in &plan.restores {
+        if !reduced.contains(&r.value) {
+            return bad(format!("storage {} is restored but never reduced", r.value));
+        }
+        let p = trace.values[r.value].producer.unwrap_or(0);
+        let Some(&first) = r.readers.first() else {
+            return bad(format!("a restore of storage {} has no reader", r.value));
+        };
+        for &c in &r.readers {
+            let reads = trace.ops.get(c).is_some_and(|op| op.phase == "backward");
+            if !reads {
+                return bad(format!(
+                    "op {c}, a reader of the restore of storage {}, is not a backward op",
+                    r.value
+                ));
+            }
+        }
+        if let Some(a) = r.after_op {
+            if a < p || a >= first {
+                return bad(format!(
+                    "the restore of storage {} starts after op {a}, not between its producer (op {p}) and its first reader (op {first})",
+                    r.value
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -146,6 +146,10 @@ class Runtime(TorchDispatchMode):
                 state.expected += 1
         self.device = torch.device(trace.get("device", "cpu"))
         self.store = HostStore(self.device, store_dir) if self.to_host else None
+        # On a GPU: copies out and back on their own streams (the two copy engines).
+        self.cuda = self.device.type == "cuda"
+        self.out_stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.in_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.d2h = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memplan-out")
         self.h2d = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memplan-in")
         self.main = threading.get_ident()
@@ -297,9 +301,14 @@ class Runtime(TorchDispatchMode):
         del flat, storage
         store = self.store
         assert store is not None
+        ready = None
+        if self.cuda:
+            # The copy waits, on the side stream, for the compute stream to finish it.
+            ready = torch.cuda.Event()
+            ready.record()
 
         def write(parts: List[torch.Tensor] = parts) -> None:
-            entry.parts = [store.put(p) for p in parts]
+            entry.parts = [store.put(p, self.out_stream, ready) for p in parts]
             parts.clear()
 
         entry.reduced = self.d2h.submit(write)
@@ -309,6 +318,8 @@ class Runtime(TorchDispatchMode):
     # -- restore
 
     def _read(self, entry: _Entry) -> Any:
+        """The reduced form read back: ``(data, events)``; on a GPU the reader's stream
+        must wait for the events (the copies ran on a side stream)."""
         if entry.dropped:
             raise RuntimeError(
                 f"memplan.torch: storage {entry.value} of the trace was unpacked more often "
@@ -318,17 +329,25 @@ class Runtime(TorchDispatchMode):
         if entry.reduced is not None:
             entry.reduced.result()
         if self.store is None:
-            return entry.kept
-        raw = [self.store.get(h, h[1]) for h in entry.parts]
+            return entry.kept, []
+        events = []
+        raw = []
+        for h in entry.parts:
+            got = self.store.get(h, h[1], self.in_stream)
+            if isinstance(got, tuple):
+                raw.append(got[0])
+                events.append(got[1])
+            else:
+                raw.append(got)
         if self.codec is None or entry.dtype != torch.float32:
-            return raw[0]
+            return raw[0], events
         if self.codec in ("fp16", "bf16"):
             dt = torch.float16 if self.codec == "fp16" else torch.bfloat16
-            return raw[0].view(dt)
+            return raw[0].view(dt), events
         if self.codec == "fp24":
-            return raw[0]
+            return raw[0], events
         _, scale, n = entry.kept
-        return (raw[0].view(torch.int8).reshape(-1, GROUP), scale, n)
+        return (raw[0].view(torch.int8).reshape(-1, GROUP), scale, n), events
 
     def _start_restore(self, state: _Restore) -> None:
         entry = self.entries.get(state.value)
@@ -357,10 +376,17 @@ class Runtime(TorchDispatchMode):
         storage = state.storage if state is not None else None
         if storage is None:
             if state is not None and state.future is not None:
-                data = state.future.result()
+                data, events = state.future.result()
             else:
-                data = self._read(entry)
+                data, events = self._read(entry)
                 self.stats["restored_on_demand"] += 1
+            if self.cuda:
+                stream = torch.cuda.current_stream()
+                for event in events:
+                    stream.wait_event(event)
+                for t in data if isinstance(data, tuple) else (data,):
+                    if isinstance(t, torch.Tensor) and t.is_cuda:
+                        t.record_stream(stream)
             storage = self._full(entry, data)
             if state is not None:
                 state.future = None

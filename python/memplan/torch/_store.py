@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -30,11 +30,25 @@ class HostStore:
             os.unlink(path)
             self.fd = fd
 
-    def put(self, data: torch.Tensor) -> Tuple[int, int, Optional[torch.Tensor]]:
+    def put(
+        self, data: torch.Tensor, stream: Any = None, ready: Any = None
+    ) -> Tuple[int, int, Optional[torch.Tensor]]:
+        """Stores `data`. On a GPU the copy runs on `stream` (a side stream) after the
+        event `ready` (recorded on the compute stream when the tensor was complete),
+        and returns once it is done, so that the caller may drop the device tensor."""
         n = data.numel()
         if self.device.type != "cpu":
             host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-            host.copy_(data, non_blocking=True)
+            if stream is None:
+                host.copy_(data)
+                return (0, n, host)
+            with torch.cuda.stream(stream):
+                if ready is not None:
+                    stream.wait_event(ready)
+                host.copy_(data, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(stream)
+            done.synchronize()
             return (0, n, host)
         with self.lock:
             offset = self._reserve(n)
@@ -57,10 +71,20 @@ class HostStore:
         self.end += n
         return off
 
-    def get(self, handle: Tuple[int, int, Optional[torch.Tensor]], n: int) -> torch.Tensor:
+    def get(
+        self, handle: Tuple[int, int, Optional[torch.Tensor]], n: int, stream: Any = None
+    ) -> Any:
+        """Reads a stored tensor back. On a GPU with `stream`: ``(tensor, event)``, the
+        copy running on `stream`; the reader's stream must wait for `event`."""
         offset, size, host = handle
         if host is not None:
-            return host.to(self.device, non_blocking=True)
+            if stream is None:
+                return host.to(self.device)
+            with torch.cuda.stream(stream):
+                out = host.to(self.device, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(stream)
+            return (out, done)
         out = torch.empty(size, dtype=torch.uint8)
         view = memoryview(out.numpy()).cast("B")
         done = 0

@@ -6,6 +6,7 @@ format ``memplan-torch-trace`` version 1, documented in ``doc/swap.md``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -94,10 +95,12 @@ class _Recorder(TorchDispatchMode):
                 vid = self.storages.register(t, None, external=True)
             if vid not in inputs:
                 inputs.append(vid)
+        self.counter.sync()
         before = self.counter.live()
         self.counter.reset_peak()
         start = time.perf_counter()
         out = func(*args, **kwargs)
+        self.counter.sync()
         ms = (time.perf_counter() - start) * 1e3
         peak = self.counter.peak()
         self.storages.sweep(index)
@@ -126,28 +129,77 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+class _CudaCounter:
+    """The CUDA caching allocator's statistics, read like the counting allocator."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def sync(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def live(self) -> int:
+        return torch.cuda.memory_allocated(self.device)
+
+    def peak(self) -> int:
+        return torch.cuda.max_memory_allocated(self.device)
+
+    def reset_peak(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+
+class _CpuCounter:
+    """The counting CPU allocator (see _counting.py)."""
+
+    def __init__(self, module: Any) -> None:
+        self.m = module
+
+    def sync(self) -> None:
+        pass
+
+    def live(self) -> int:
+        return self.m.live()
+
+    def peak(self) -> int:
+        return self.m.peak()
+
+    def reset_peak(self) -> None:
+        self.m.reset_peak()
+
+
 def measure_machine(device: torch.device, store_dir: Optional[str]) -> Dict[str, float]:
     """Speeds of the store and the codecs on this machine, bytes per millisecond."""
     n = 8 << 20
     x = torch.randn(n // 4, device=device)
+    cuda = torch.device(device).type == "cuda"
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
     timings: Dict[str, float] = {}
     # Codec: fp32 -> fp16 and back, over the fp32 bytes.
+    sync()
     start = time.perf_counter()
     for _ in range(3):
         x.to(torch.float16).to(torch.float32)
+    sync()
     timings["codec_bytes_per_ms"] = 2 * 3 * n / ((time.perf_counter() - start) * 1e3)
     from ._store import HostStore
 
     store = HostStore(device, store_dir)
     try:
-        handle, d2h_ms = None, 0.0
+        handle = None
+        sync()
         start = time.perf_counter()
         for _ in range(3):
             handle = store.put(x.view(torch.uint8).reshape(-1))
+        sync()
         d2h_ms = (time.perf_counter() - start) * 1e3 / 3
         start = time.perf_counter()
         for _ in range(3):
             store.get(handle, n)
+        sync()
         h2d_ms = (time.perf_counter() - start) * 1e3 / 3
     finally:
         store.close()
@@ -227,7 +279,12 @@ def trace(
     device = next((t.device for t in tensors_in(args)), torch.device("cpu"))
     packs: List[Dict[str, Any]] = []
     unpacks: List[Dict[str, Any]] = []
-    with _counting.counting() as counter:
+    cuda = device.type == "cuda"
+    with contextlib.ExitStack() as stack:
+        if cuda:
+            counter: Any = _CudaCounter(device)
+        else:
+            counter = _CpuCounter(stack.enter_context(_counting.counting()))
         recorder = _Recorder(storages, counter)
 
         def pack(t: torch.Tensor) -> Any:
@@ -259,6 +316,7 @@ def trace(
                 return packed[2]
             return packed[1]
 
+        counter.sync()
         recorder.base = counter.live()
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             with recorder:
