@@ -10,8 +10,8 @@ batch 4) for --steps measured steps per row, after one warm-up step, under:
 - per-block checkpointing (``torch.utils.checkpoint``, one checkpoint per residual block or
   encoder layer);
 - memplan plans (``memplan.torch``): budgets as fractions of the traced peak, with the
-  store (a file), fp16/bf16 in memory, and fp16/int8 compressed into the store; and one
-  plan whose budget is per-block checkpointing's measured peak.
+  store (a file), fp16/bf16 in memory, fp16/int8 compressed into the store, and delete
+  and recompute; and one plan whose budget is per-block checkpointing's measured peak.
 
 Per row: the measured tensor peak (memplan's counting CPU allocator, or
 ``torch.cuda.max_memory_allocated``, above the step's start; the largest of the steps),
@@ -85,9 +85,12 @@ def transformer(device, layers=6, d=256, heads=4, ff=1024, seq=512, batch=4):
         ]
     ).to(device)
     x = torch.randn(batch, seq, d, device=device)
+    # A regression target: every layer's parameters get a gradient (the mean square of
+    # a layer-normed output alone is nearly constant, which would hide errors).
+    y = torch.randn(batch, seq, d, device=device)
 
     def loss_fn(out):
-        return out.pow(2).mean()
+        return torch.nn.functional.mse_loss(out, y)
 
     def checkpointed(inp):
         h = inp
@@ -296,9 +299,12 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
 
     for frac in budgets:
         for store, codec in variants:
-            kind = ("store" if store else "memory") + (f"+{codec}" if codec else "")
+            recompute = codec == "recompute"
+            if recompute:
+                codec = None
+            kind = "recompute" if recompute else ("store" if store else "memory") + (f"+{codec}" if codec else "")
             t = time.perf_counter()
-            plan = mt.plan(trace, frac, store=store, codec=codec)
+            plan = mt.plan(trace, frac, store=store, codec=codec, recompute=recompute)
             plan_s = time.perf_counter() - t
             memplan_row(f"memplan {kind} budget {frac:.2f} (plan {plan_s:.1f} s)", plan)
     # At checkpointing's measured peak.
@@ -330,7 +336,14 @@ def main():
 
 def run(args):
     rows = []
-    variants = [(True, None), (False, "fp16"), (False, "bf16"), (True, "fp16"), (True, "int8")]
+    variants = [
+        (True, None),
+        (False, "fp16"),
+        (False, "bf16"),
+        (True, "fp16"),
+        (True, "int8"),
+        (False, "recompute"),
+    ]
     if args.small:
         bench(small_cnn, args.steps, args.device, [0.6], variants[:2], rows)
         bench(

@@ -154,6 +154,7 @@ def swap_plan_trace(
     max_overhead: Optional[float] = None,
     to_host: bool = True,
     codec: Optional[str] = None,
+    recompute: bool = False,
     planner: str = "method",
     improvements: bool = True,
     th_tts_ms: Optional[float] = None,

@@ -19,13 +19,13 @@ import memplan.torch as mt
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def small_cnn(batch=8):
+def small_cnn(batch=8, inplace=False):
     torch.manual_seed(0)
     c = 32
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
-        torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(),
-        torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(3, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(inplace),
+        torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(inplace),
+        torch.nn.Conv2d(c, c, 3, padding=1), torch.nn.ReLU(inplace),
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(c, 10),
     )
     x = torch.randn(batch, 3, 48, 48)
@@ -40,7 +40,8 @@ def small_transformer():
         for _ in range(3)
     ])
     x = torch.randn(2, 192, 128)
-    return model, x, (lambda out: out.pow(2).mean())
+    y = torch.randn(2, 192, 128)  # a regression target: gradients reach every layer
+    return model, x, (lambda out: torch.nn.functional.mse_loss(out, y))
 
 
 def step(model, x, loss_fn, plan=None):
@@ -73,9 +74,16 @@ def same(a, b):
     return all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-@pytest.fixture(scope="module", params=["cnn", "transformer"])
+MODELS = {
+    "cnn": small_cnn,
+    "cnn-inplace": lambda: small_cnn(inplace=True),  # ReLU(inplace=True), as resnets have
+    "transformer": small_transformer,
+}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
 def traced(request):
-    model, x, loss_fn = small_cnn() if request.param == "cnn" else small_transformer()
+    model, x, loss_fn = MODELS[request.param]()
     trace = mt.trace(model, x, loss_fn)
     plain_peak, plain_grads, _ = step(model, x, loss_fn)
     return request.param, model, x, loss_fn, trace, plain_peak, plain_grads
@@ -128,6 +136,34 @@ def test_codecs_bounded(traced, codec, store):
     if plan.reduced:
         assert peak < plain_peak or not plan.met
     assert abs(plan.predicted_peak - peak) <= 0.10 * peak, (plan.predicted_peak, peak)
+
+
+def test_recompute_plan_exact(traced):
+    """Delete and recompute: the producer runs again at the first reader; only
+    storages a pure op made (no argument written, no random numbers) that nothing
+    overwrote are candidates, so the gradients are the plain ones."""
+    name, model, x, loss_fn, trace, plain_peak, plain_grads = traced
+    plan = mt.plan(trace, 0.6, store=False, recompute=True)
+    assert plan.data["reduction"]["recompute"]
+    assert all(r["recompute"] for r in plan.data["restores"])
+    peak, grads, rt = step(model, x, loss_fn, plan)
+    assert rt.diverged is None
+    assert rel(grads, plain_grads) <= 1e-6, rel(grads, plain_grads)
+    if plan.reduced:
+        assert rt.stats["restored_on_demand"] >= 1
+        assert peak < plain_peak
+    assert abs(plan.predicted_peak - peak) <= 0.10 * peak, (plan.predicted_peak, peak)
+    with pytest.raises(ValueError, match="recompute=True"):
+        mt.plan(trace, 0.6, recompute=True)  # the store is on by default
+    # Recomputation has no side effects: the batch norms' running statistics after a
+    # recomputing step are those after a plain one.
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    step(model, x, loss_fn)
+    after_plain = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    step(model, x, loss_fn, plan)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, after_plain[k]), k
 
 
 def test_method_as_stated_and_other_planners(traced):

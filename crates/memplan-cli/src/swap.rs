@@ -282,6 +282,15 @@ fn training_step(args: &SwapArgs) -> Result<Step> {
     })
 }
 
+/// The codec of `--compress`.
+fn codec(c: SwapCodec) -> Codec {
+    match c {
+        SwapCodec::Fp16 => Codec::Fp16,
+        SwapCodec::Fp24 => Codec::Fp24,
+        SwapCodec::Int8 => Codec::Int8,
+    }
+}
+
 /// The size cap of a PyTorch trace (a step of 10^6 ops is about 200 MB of JSON).
 const TRACE_CAP: u64 = 1 << 30;
 
@@ -304,8 +313,12 @@ fn torch_step(args: &SwapArgs) -> Result<Option<Step>> {
         bail!("'{file}': --input-shape, --dim, --peak-tflops, --mem-bandwidth and --launch-us apply to ONNX models (.onnx) only; a PyTorch trace has measured times");
     }
     let trace = torch::parse(&text, &file)?;
-    let codec = args.compress.is_some();
-    let step = torch::training_step(&trace, &file, codec)?;
+    let reduction = Reduction {
+        to_host: !args.on_device && !args.recompute,
+        codec: args.compress.map(codec),
+        recompute: args.recompute,
+    };
+    let step = torch::training_step(&trace, &file, &reduction)?;
     let n = trace.ops.len();
     let packs = trace.packs.len();
     Ok(Some(Step {
@@ -345,11 +358,7 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
     };
     let reduction = Reduction {
         to_host: !args.on_device && !args.recompute,
-        codec: args.compress.map(|c| match c {
-            SwapCodec::Fp16 => Codec::Fp16,
-            SwapCodec::Fp24 => Codec::Fp24,
-            SwapCodec::Int8 => Codec::Int8,
-        }),
+        codec: args.compress.map(codec),
         recompute: args.recompute,
     };
     if args.on_device && reduction.codec.is_none() {

@@ -748,7 +748,7 @@ fn check(py: Python<'_>, problem: &Problem, plan: &Bound<'_, PyAny>) -> Result<V
 /// (allowed step-time increase, 0.1 = 10 %). `th_tts_ms`, `th_size` and `max_count` fix
 /// the method's thTTS, thS and N (searched when `None`).
 #[pyfunction]
-#[pyo3(signature = (trace, *, budget = None, max_overhead = None, to_host = true, codec = None, planner = "method", improvements = true, th_tts_ms = None, th_size = None, max_count = None, source = "<trace>"))]
+#[pyo3(signature = (trace, *, budget = None, max_overhead = None, to_host = true, codec = None, recompute = false, planner = "method", improvements = true, th_tts_ms = None, th_size = None, max_count = None, source = "<trace>"))]
 #[allow(clippy::too_many_arguments)]
 fn swap_plan_trace(
     py: Python<'_>,
@@ -757,6 +757,7 @@ fn swap_plan_trace(
     max_overhead: Option<f64>,
     to_host: bool,
     codec: Option<&str>,
+    recompute: bool,
     planner: &str,
     improvements: bool,
     th_tts_ms: Option<f64>,
@@ -773,8 +774,7 @@ fn swap_plan_trace(
     use memplan_swap::rewrite::{Codec, Reduction};
     let parsed =
         memplan_swap::torch::parse(trace, source).map_err(|e| error::format(e.to_string()))?;
-    let step = memplan_swap::torch::training_step(&parsed, source, codec.is_some())
-        .map_err(|e| error::format(e.to_string()))?;
+
     let goal = match (budget, max_overhead) {
         (Some(b), None) => Goal::Budget(b),
         (None, Some(o)) if o.is_finite() && o >= 0.0 => Goal::MaxOverhead(o),
@@ -797,11 +797,23 @@ fn swap_plan_trace(
             )))
         }
     };
-    if !to_host && codec.is_none() {
+    if recompute && (to_host || codec.is_some()) {
+        return Err(error::value(
+            "recompute=True deletes and recomputes: give it with to_host=False and no codec",
+        ));
+    }
+    if !recompute && !to_host && codec.is_none() {
         return Err(error::value(
             "to_host=False needs a codec: a reduction copies to the store, compresses, or both",
         ));
     }
+    let reduction = Reduction {
+        to_host,
+        codec,
+        recompute,
+    };
+    let step = memplan_swap::torch::training_step(&parsed, source, &reduction)
+        .map_err(|e| error::format(e.to_string()))?;
     let imp = if improvements {
         Improvements::ALL
     } else {
@@ -819,11 +831,7 @@ fn swap_plan_trace(
     };
     let setup = Setup {
         machine: step.machine,
-        reduction: Reduction {
-            to_host,
-            codec,
-            recompute: false,
-        },
+        reduction,
         goal,
         th_tts_ms,
         th_size_bytes: th_size,

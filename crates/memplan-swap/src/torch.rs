@@ -20,16 +20,32 @@
 //!
 //! # The training step
 //!
-//! One node per op (named `op<i>`, its ATen name as operator type, its measured latency);
-//! one value per storage (`s<id>`): an activation when the step produced it, a weight
-//! (not counted) otherwise; a value alive at the end is a graph output (never freed);
-//! one more value per op with scratch bytes, read by nobody (freed when the op ends). A
-//! storage that is not saved for backward and outlives its last reader is read by the op
-//! after which it was freed, so its life is the measured one. Every node carries the
-//! [`crate::rewrite::RESTORABLE`] attribute: forward ops none of their inputs (saved-tensor
-//! hooks cannot hand a forward reader a restored copy), backward ops the inputs that are
-//! saved storages. The simulator's no-swap peak of this step is the measured peak
-//! (tested).
+//! One node per op (named `op<i>`, its ATen name as operator type, its measured latency),
+//! except in backward: autograd unpacks a saved tensor at the start of the node that
+//! needs it, and one unpacked copy serves every op of that node, so the ops of one
+//! backward *segment* (from an unpack to the next one, across ops that allocate nothing)
+//! that read a storage it unpacked form one node, named `op<first>-<last>`, from the
+//! first such read to the last (overlapping ranges merge). Then a restore feeds one node,
+//! as one restored copy serves one unpack at run time.
+//!
+//! One value per storage (`s<id>`): an activation when the step produced it, a weight
+//! (not counted) otherwise; a value alive at the end is a graph output (never freed).
+//! A storage made and freed inside one merged node is not a value: the node's scratch
+//! covers it. Each node with scratch bytes gets one more value, read by nobody (freed
+//! when it ends): its ops' own scratch, or for a merged node what its ops needed beyond
+//! the node's live values. A storage that is not saved for backward and outlives its
+//! last reader is read by the node after which it was freed, so its life is the
+//! measured one. Every node carries the [`crate::rewrite::RESTORABLE`] attribute: forward
+//! ops none of their inputs (saved-tensor hooks cannot hand a forward reader a restored
+//! copy), backward nodes the saved storages they unpacked (with a codec, `float32` ones
+//! only). The simulator's no-swap peak of this step is the measured peak (tested on
+//! real traces in `python/tests/test_torch_swap.py`).
+//!
+//! # The plan
+//!
+//! [`plan`] runs a swap planner on the step, checks the rewritten graph
+//! ([`crate::rewrite::check`]), turns it into an [`ExecutionPlan`] (by storage and op
+//! index) and checks that against the trace ([`verify`], independent of the planner).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -55,6 +71,10 @@ pub struct Op {
     pub outputs: Vec<usize>,
     #[serde(default)]
     pub scratch: u64,
+    /// No argument written and no random numbers drawn: re-running it gives its
+    /// outputs again.
+    #[serde(default)]
+    pub pure: bool,
 }
 
 /// One storage life of the trace.
@@ -67,6 +87,10 @@ pub struct Storage {
     /// The element type (`float32`, `int64`, …).
     #[serde(default)]
     pub dtype: String,
+    /// An op that writes into its arguments read it (its bytes may change after it was
+    /// made).
+    #[serde(default)]
+    pub mutated: bool,
 }
 
 /// One saved tensor.
@@ -169,10 +193,17 @@ pub fn looks_like_trace(text: &str) -> bool {
     text.trim_start().starts_with('{') && text.contains(FORMAT)
 }
 
-/// Builds the training step of `trace` (see the module documentation); errors name the
-/// op or storage at fault. With `codec`, only `float32` storages are restorable (the
-/// codecs compress fp32).
-pub fn training_step(trace: &Trace, file: &str, codec: bool) -> Result<TorchStep, TraceError> {
+/// Builds the training step of `trace` for plans with `reduction` (see the module
+/// documentation); errors name the op or storage at fault. With a codec, only `float32`
+/// storages are restorable (the codecs compress fp32); with recomputation, only storages
+/// a pure forward op made (no argument written, no random numbers), that nothing wrote
+/// into afterwards, from inputs nothing wrote into.
+pub fn training_step(
+    trace: &Trace,
+    file: &str,
+    reduction: &crate::rewrite::Reduction,
+) -> Result<TorchStep, TraceError> {
+    let codec = reduction.codec.is_some();
     let err = |message: String| TraceError {
         file: file.to_string(),
         message,
@@ -444,7 +475,8 @@ pub fn training_step(trace: &Trace, file: &str, codec: bool) -> Result<TorchStep
             if seen.insert(v) {
                 let is_backward = backward[first];
                 let float = !codec || trace.values[v].dtype == "float32";
-                if is_backward && saved[v] && float && unpacked.contains(&(v, k)) {
+                let again = !reduction.recompute || rerunnable(trace, v);
+                if is_backward && saved[v] && float && again && unpacked.contains(&(v, k)) {
                     restorable.push(inputs.len() as i64);
                 }
                 inputs.push(Some(storage_value[v]));
@@ -502,6 +534,23 @@ pub fn training_step(trace: &Trace, file: &str, codec: bool) -> Result<TorchStep
     })
 }
 
+/// Whether re-running storage `v`'s producer gives its bytes back: a pure forward op,
+/// nothing wrote into `v` or into the op's inputs.
+fn rerunnable(trace: &Trace, v: usize) -> bool {
+    let s = &trace.values[v];
+    let Some(p) = s.producer else {
+        return false;
+    };
+    let op = &trace.ops[p];
+    op.pure
+        && op.phase == "forward"
+        && !s.mutated
+        && op
+            .inputs
+            .iter()
+            .all(|&i| trace.values.get(i).is_some_and(|x| !x.mutated))
+}
+
 /// A reduced storage, in the plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Reduced {
@@ -521,6 +570,9 @@ pub struct Restore {
     pub after_op: Option<usize>,
     /// The ops that read the restored copy.
     pub readers: Vec<usize>,
+    /// Re-made by running its producer again (at the first reader), not read back.
+    #[serde(default)]
+    pub recompute: bool,
 }
 
 /// What `memplan.torch.apply` executes: which storages to reduce, when to restore them.
@@ -533,8 +585,6 @@ pub struct ExecutionPlan {
 /// Why a rewritten graph cannot be executed by saved-tensor hooks.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ExecutionError {
-    #[error("the plan recomputes '{value}'; memplan.torch executes copies to the store and compression, not recomputation (plan with to_host and/or a codec)")]
-    Recompute { value: String },
     #[error(
         "node '{node}' of the rewritten graph is not an op of the trace nor a reduction or restore"
     )]
@@ -609,11 +659,32 @@ pub fn execution_plan(
         let id = NodeId(i as u32);
         match node.op_type.as_str() {
             RECOMPUTE => {
-                let value = node
-                    .attributes
-                    .get(crate::rewrite::RECOMPUTES)
-                    .map_or_else(|| node.name.clone(), |a| format!("{a:?}"));
-                return Err(ExecutionError::Recompute { value });
+                // Its output is `s<id>@<reader>`: the storage re-made for its readers.
+                let out = node.outputs.first().copied().ok_or_else(|| unknown(id))?;
+                let name = &rewritten.value(out).name;
+                let s: usize = name
+                    .split('@')
+                    .next()
+                    .and_then(|n| n.strip_prefix('s'))
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| unknown(id))?;
+                reduced.entry(s).or_default();
+                let mut readers: Vec<usize> = rewritten
+                    .value(out)
+                    .consumers
+                    .iter()
+                    .filter_map(|&(c, _)| op_index(rewritten, c))
+                    .collect();
+                readers.sort_unstable();
+                readers.dedup();
+                if !readers.is_empty() {
+                    restores.push(Restore {
+                        value: s,
+                        after_op: None,
+                        readers,
+                        recompute: true,
+                    });
+                }
             }
             SWAP_OUT | COMPRESS => {
                 let s = source_storage(rewritten, id).ok_or_else(|| unknown(id))?;
@@ -686,6 +757,7 @@ pub fn execution_plan(
                     value: s,
                     after_op,
                     readers,
+                    recompute: false,
                 });
             }
             _ => {
@@ -715,6 +787,9 @@ pub fn execution_plan(
 pub struct ReductionSpec {
     /// Copied to the store.
     pub to_host: bool,
+    /// Deleted and recomputed.
+    #[serde(default)]
+    pub recompute: bool,
     /// Compressed first: `fp16`, `fp24` or `int8`.
     pub codec: Option<String>,
 }
@@ -791,6 +866,7 @@ pub fn plan(
         chosen: outcome.chosen.clone(),
         reduction: ReductionSpec {
             to_host: setup.reduction.to_host,
+            recompute: setup.reduction.recompute,
             codec: setup.reduction.codec.map(|c| c.name().to_string()),
         },
         budget_bytes,

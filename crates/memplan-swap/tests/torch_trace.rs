@@ -45,7 +45,7 @@ fn trace_text() -> String {
 
 fn step() -> torch::TorchStep {
     let trace = torch::parse(&trace_text(), "tiny.json").unwrap();
-    torch::training_step(&trace, "tiny.json", false).unwrap()
+    torch::training_step(&trace, "tiny.json", &Reduction::SWAP).unwrap()
 }
 
 /// The training graph's no-swap peak is the peak of the traced lives (a value lives
@@ -120,6 +120,7 @@ fn the_check_refuses_bad_plans() {
             value: 2,
             after_op: Some(4),
             readers: vec![5],
+            recompute: false,
         }],
     };
     torch::verify(&s.trace, &good).unwrap();
@@ -196,7 +197,7 @@ fn bad_traces_name_the_fault() {
     for (text, want) in cases {
         let e = match torch::parse(&text, "t.json") {
             Err(e) => e.to_string(),
-            Ok(trace) => torch::training_step(&trace, "t.json", false)
+            Ok(trace) => torch::training_step(&trace, "t.json", &Reduction::SWAP)
                 .unwrap_err()
                 .to_string(),
         };

@@ -123,11 +123,18 @@ class Runtime(TorchDispatchMode):
         spec = plan.data
         self.codec: Optional[str] = plan.codec
         self.to_host: bool = spec["reduction"]["to_host"]
+        self.recompute: bool = bool(spec["reduction"].get("recompute", False))
+        # Recomputation: the producing op of each storage to re-make, by op index.
+        self.recipe_at: Dict[int, int] = {}
+        self.recipes: Dict[int, Any] = {}
         self.reduced_values = {r["value"] for r in spec["reduced"]}
         self.wait_before: Dict[int, List[int]] = defaultdict(list)
         for r in spec["reduced"]:
             for op in r["wait_before_ops"]:
                 self.wait_before[op].append(r["value"])
+            if self.recompute:
+                producer = self.values[r["value"]]["producer"]
+                self.recipe_at[producer] = r["value"]
         self.restores: Dict[int, List[_Restore]] = defaultdict(list)
         self.trigger_after: Dict[int, List[_Restore]] = defaultdict(list)
         for r in spec["restores"]:
@@ -207,6 +214,16 @@ class Runtime(TorchDispatchMode):
                 entry.reduced.result()
         out = func(*args, **kwargs)
         self.ops_run = i + 1
+        if i in self.recipe_at and self.diverged is None:
+            # The op, its arguments (kept alive until the storage is re-made, as the
+            # plan counts) and its outputs' storages.
+            keys = []
+            for t in tensors_in(out):
+                try:
+                    keys.append(t.untyped_storage()._cdata)
+                except (RuntimeError, NotImplementedError):
+                    keys.append(None)
+            self.recipes[self.recipe_at[i]] = (func, args, kwargs, keys)
         for t in tensors_in(out):
             try:
                 key = t.untyped_storage()._cdata
@@ -264,6 +281,11 @@ class Runtime(TorchDispatchMode):
         if self.store is None and t.dtype != torch.float32:
             return ("plain", t)  # a codec alone reduces fp32 only (the plan knows)
         entry = self.entries.get(value)
+        if entry is None and self.recompute:
+            recipe = self.recipes.get(value)
+            if recipe is None or t.untyped_storage()._cdata not in recipe[3]:
+                self._diverge(f"saved tensor {ordinal} was not made by the op the trace names")
+                return ("plain", t)
         if entry is None:
             entry = self._reduce(value, t)
             entry.pending = sum(1 for r in self.restores.get(value, ()) if r.expected > 0)
@@ -281,6 +303,10 @@ class Runtime(TorchDispatchMode):
         entry = _Entry(value, dtype, int(storage.nbytes()))
         self.entries[value] = entry
         self.stats["reduced"] += 1
+        if self.recompute:
+            func, args, kwargs, keys = self.recipes.pop(value)
+            entry.kept = (func, args, kwargs, keys.index(storage._cdata))
+            return entry
         flat = torch.empty(0, dtype=dtype, device=t.device).set_(storage)
         codec = self.codec if dtype == torch.float32 else None
         if codec is None:
@@ -328,6 +354,9 @@ class Runtime(TorchDispatchMode):
             )
         if entry.reduced is not None:
             entry.reduced.result()
+        if self.recompute:
+            func, args, kwargs, index = entry.kept
+            return tensors_in(func(*args, **kwargs))[index], []
         if self.store is None:
             return entry.kept, []
         events = []
@@ -414,6 +443,8 @@ class Runtime(TorchDispatchMode):
 
     def _full(self, entry: _Entry, data: Any) -> torch.Tensor:
         """The storage's bytes as a flat tensor of its dtype."""
+        if self.recompute:
+            return torch.empty(0, dtype=entry.dtype, device=data.device).set_(data.untyped_storage())
         if self.codec is not None and entry.dtype == torch.float32:
             return decompress(data, self.codec, entry.nbytes // 4)
         return data.view(entry.dtype)

@@ -59,7 +59,7 @@ class Plan:
         )
         return (
             f"<memplan.torch.Plan: {len(d['reduced'])} storages reduced "
-            f"({'store' if d['reduction']['to_host'] else 'in memory'}"
+            f"({'store' if d['reduction']['to_host'] else ('recompute' if d['reduction'].get('recompute') else 'in memory')}"
             f"{', ' + self.codec if self.codec else ''}), {goal}, "
             f"predicted peak {d['predicted_peak_bytes']} B "
             f"(traced {d['measured_peak_bytes']} B), met={d['met']}>"
@@ -73,6 +73,7 @@ def plan(
     max_overhead: Optional[float] = None,
     store: bool = True,
     codec: Optional[str] = None,
+    recompute: bool = False,
     planner: str = "method",
     improvements: bool = True,
     th_tts_ms: Optional[float] = None,
@@ -87,7 +88,10 @@ def plan(
 
     Reductions: ``store`` copies to the host store (a file on a CPU, pinned memory on a
     GPU); ``codec`` compresses fp32 first: ``"fp16"``, ``"bf16"`` (planned with fp16's
-    sizes: both are 2 bytes), ``"fp24"`` or ``"int8"`` (per-group scales). Planners:
+    sizes: both are 2 bytes), ``"fp24"`` or ``"int8"`` (per-group scales).
+    ``recompute=True`` (with ``store=False``) deletes chosen activations instead and runs
+    their producer again when backward needs them, for storages a pure op made (no
+    argument written, no random numbers) that nothing overwrote. Planners:
     ``"method"`` (methods.md §4; ``improvements=False`` for the method as stated),
     ``"lms"``, ``"everything"``. ``th_tts_ms``, ``th_size`` (bytes) and ``max_count`` fix
     the method's thTTS, thS and N; unset, the planner searches them.
@@ -112,6 +116,7 @@ def plan(
         max_overhead=max_overhead,
         to_host=store,
         codec=wire,
+        recompute=recompute,
         planner=planner,
         improvements=improvements,
         th_tts_ms=th_tts_ms,

@@ -33,6 +33,29 @@ def tensors_in(obj: Any) -> List[torch.Tensor]:
     return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
+# Ops with effects their schema does not show: batch norm updates its running statistics
+# in training (native_batch_norm's schema marks no argument as written); the others draw
+# random numbers.
+HIDDEN_EFFECTS = ("batch_norm", "dropout", "rrelu", "bernoulli", "rand", "normal", "uniform")
+
+
+def written_arguments(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[torch.Tensor]:
+    """The tensors an op writes into, by its schema (every tensor argument when the
+    schema cannot be read)."""
+    try:
+        schema = func._schema
+        written = []
+        for i, arg in enumerate(schema.arguments):
+            info = arg.alias_info
+            if info is None or not info.is_write:
+                continue
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            written.extend(tensors_in(value))
+        return written
+    except (AttributeError, IndexError, TypeError):
+        return tensors_in((args, kwargs))
+
+
 class Storages:
     """Storages by identity, alive or not: an id per storage life (an address reused
     after a free is a new storage)."""
@@ -54,6 +77,7 @@ class Storages:
                 "bytes": int(storage.nbytes()),
                 "producer": None if external else producer,
                 "freed_after": None,
+                "mutated": False,
                 "dtype": str(t.dtype).replace("torch.", ""),
                 "device": str(t.device),
             }
@@ -115,9 +139,21 @@ class _Recorder(TorchDispatchMode):
                 new_bytes += self.storages.values[known]["bytes"]
             if known not in outputs and known not in inputs:
                 outputs.append(known)
+        mutable = bool(getattr(func, "_schema", None) is not None and func._schema.is_mutable)
+        if mutable:
+            # The arguments an op writes into (its schema's `Tensor(a!)`): their storage
+            # may change after it was made, so re-running its producer would not give
+            # it back.
+            for t in written_arguments(func, args, kwargs):
+                vid = self.storages.lookup(t)
+                if vid is not None:
+                    self.storages.values[vid]["mutated"] = True
+        seeded = torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+        hidden = any(word in str(func) for word in HIDDEN_EFFECTS)
         self.ops.append(
             {
                 "name": str(func),
+                "pure": not (mutable or seeded or hidden),
                 "phase": self.phase,
                 "ms": ms,
                 "inputs": inputs,
