@@ -33,7 +33,6 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._store import HostStore
 from ._trace import tensors_in
 
 GROUP = 256
@@ -152,7 +151,7 @@ class Runtime(TorchDispatchMode):
             if state is not None:
                 state.expected += 1
         self.device = torch.device(trace.get("device", "cpu"))
-        self.store = HostStore(self.device, store_dir) if self.to_host else None
+        self.store = plan.store(store_dir) if self.to_host else None
         # On a GPU: copies out and back on their own streams (the two copy engines).
         self.cuda = self.device.type == "cuda"
         self.out_stream = torch.cuda.Stream(self.device) if self.cuda else None
@@ -452,8 +451,12 @@ class Runtime(TorchDispatchMode):
     def close(self) -> None:
         self.d2h.shutdown(wait=True)
         self.h2d.shutdown(wait=True)
+        # The plan keeps the store for its next step; this step's ranges go back to it.
         if self.store is not None:
-            self.store.close()
+            for entry in self.entries.values():
+                for handle in entry.parts:
+                    self.store.release(handle)
+                entry.parts = []
         self.entries.clear()
 
 

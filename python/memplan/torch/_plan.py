@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from typing import Any, Dict, Optional, Union
+
+import torch
 
 from .._memplan import swap_plan_trace
 from ._trace import Trace
@@ -21,6 +24,26 @@ class Plan:
         self.data = data
         self.trace = trace
         self.codec = codec
+        self._store: Any = None
+
+    def store(self, directory: Optional[str] = None) -> Any:
+        """The host store of the steps this plan runs: one per plan, kept from step to
+        step so that a step reuses the file ranges the last one released (writing into
+        new file pages is several times slower). Closed by :meth:`close` or when the
+        plan is collected."""
+        if self._store is None:
+            from ._store import HostStore
+
+            device = torch.device(self.trace.data.get("device", "cpu"))
+            self._store = HostStore(device, directory)
+            weakref.finalize(self, self._store.close)
+        return self._store
+
+    def close(self) -> None:
+        """Closes the host store (its file is already unlinked: nothing is left)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     @property
     def predicted_peak(self) -> int:
