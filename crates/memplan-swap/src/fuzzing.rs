@@ -126,3 +126,66 @@ pub fn profile_text(layers: &[Layer]) -> String {
     }
     text + &edges
 }
+
+/// Feeds arbitrary bytes (read as lossy UTF-8) to the PyTorch trace reader
+/// ([`crate::torch::parse`]), the training-step builder for each kind of reduction, and,
+/// for small steps, the swap planner with its independent check. Invariants: every error
+/// names the file; a step builds a graph whose simulation works; a plan found passes
+/// [`crate::torch::verify`] (which [`crate::torch::plan`] also runs: an `Invalid` error is
+/// a broken invariant) and never predicts more than the no-swap peak under a budget it
+/// met.
+pub fn torch_trace(data: &[u8]) {
+    use crate::planner::{Goal, Improvements, Planner, Setup};
+    use crate::rewrite::{Codec, Reduction};
+    use crate::torch;
+
+    let text = String::from_utf8_lossy(data);
+    let named = |e: &dyn std::fmt::Display| {
+        let e = e.to_string();
+        assert!(
+            e.starts_with("fuzz.json:"),
+            "an error that does not name its source: {e}"
+        );
+    };
+    let trace = match torch::parse(&text, "fuzz.json") {
+        Ok(trace) => trace,
+        Err(e) => return named(&e),
+    };
+    for reduction in [
+        Reduction::SWAP,
+        Reduction::compress(Codec::Fp16, false),
+        Reduction::RECOMPUTE,
+    ] {
+        let step = match torch::training_step(&trace, "fuzz.json", &reduction) {
+            Ok(step) => step,
+            Err(e) => return named(&e),
+        };
+        if step.graph.nodes().len() > MAX_ANALYSED_NODES {
+            return;
+        }
+        let Ok(plain) = simulate::simulate(&step.graph, &step.machine) else {
+            return;
+        };
+        let setup = Setup {
+            machine: step.machine,
+            reduction,
+            goal: Goal::Budget(plain.peak_bytes / 2),
+            th_tts_ms: None,
+            th_size_bytes: None,
+            max_count: None,
+        };
+        match torch::plan(&step, Planner::Method(Improvements::ALL), &setup) {
+            Ok(plan) => {
+                torch::verify(&step.trace, &plan.execution).expect("a plan that passed verify");
+                assert_eq!(plan.plain_peak_bytes, plain.peak_bytes);
+                if plan.met {
+                    assert!(plan.predicted_peak_bytes <= plain.peak_bytes / 2);
+                }
+            }
+            Err(torch::TorchPlanError::Invalid(why)) => {
+                panic!("the planner made a plan its check refuses: {why}")
+            }
+            Err(_) => {}
+        }
+    }
+}

@@ -153,3 +153,49 @@ fn the_fuzzers_finds_stay_fixed() {
     }
     assert!(found >= 1, "no inputs in {}", dir.display());
 }
+
+/// The `torch_trace` fuzz target's logic ([`memplan_swap::fuzzing::torch_trace`]) on the
+/// PyTorch trace fixtures (`tests/data/torch`), their truncations, byte mutations and
+/// number changes (ids, op indices, byte counts made out of range or swapped).
+#[test]
+fn torch_traces_truncated_and_mutated() {
+    use memplan_swap::fuzzing::torch_trace;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 3,
+        "the torch fixtures are missing from {}",
+        dir.display()
+    );
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for path in files {
+        let seed = std::fs::read(&path).unwrap();
+        torch_trace(&seed);
+        let step = (seed.len() / 60).max(1);
+        for cut in (0..seed.len()).step_by(step) {
+            torch_trace(&seed[..cut]);
+        }
+        // Digits changed: ids, op indices and sizes out of range, or pointing elsewhere.
+        let digits: Vec<usize> = (0..seed.len())
+            .filter(|&i| seed[i].is_ascii_digit())
+            .collect();
+        for _ in 0..120 {
+            let mut bytes = seed.clone();
+            for _ in 0..1 + rng.below(3) {
+                let at = digits[rng.below(digits.len())];
+                bytes[at] = b"0123456789"[rng.below(10)];
+            }
+            torch_trace(&bytes);
+        }
+        for _ in 0..40 {
+            let mut bytes = seed.clone();
+            let at = rng.below(bytes.len());
+            bytes[at] = rng.below(256) as u8;
+            torch_trace(&bytes);
+        }
+    }
+}
