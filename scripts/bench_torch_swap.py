@@ -310,7 +310,12 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
     # At checkpointing's measured peak.
     plan = mt.plan(trace, int(ck[0]), store=True)
     memplan_row("memplan store at checkpointing's peak", plan)
-    print(f"\n(trace {trace_s:.1f} s; {len(trace.data['ops'])} ops, {len(trace.saved)} saved tensors)")
+    m = trace.data["machine"]
+    print(
+        f"\n(trace {trace_s:.1f} s; {len(trace.data['ops'])} ops, {len(trace.saved)} saved "
+        f"tensors; store {m['d2h_bytes_per_ms'] / 1e6:.2f} GB/s out, "
+        f"{m['h2d_bytes_per_ms'] / 1e6:.2f} GB/s back, codec {m['codec_bytes_per_ms'] / 1e6:.2f} GB/s)"
+    )
     return rows
 
 

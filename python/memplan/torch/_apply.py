@@ -111,6 +111,26 @@ class _Entry:
         self.dropped = False
 
 
+def _op_info(func: Any) -> tuple:
+    """An op's name and whether a result aliases an argument (its schema's alias
+    annotations: views and in-place ops), cached per op."""
+    try:
+        aliases = any(r.alias_info is not None for r in func._schema.returns)
+    except AttributeError:
+        aliases = True
+    return str(func), aliases
+
+
+_OP_INFO: Dict[Any, tuple] = {}
+
+
+def _key(t: torch.Tensor) -> Optional[int]:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 class Runtime(TorchDispatchMode):
     def __init__(self, plan: Any, store_dir: Optional[str] = None) -> None:
         super().__init__()
@@ -196,43 +216,45 @@ class Runtime(TorchDispatchMode):
         if self.busy or threading.get_ident() != self.main:
             return func(*args, **kwargs)
         i = self.ops_run
+        info = _OP_INFO.get(func)
+        if info is None:
+            info = _OP_INFO[func] = _op_info(func)
+        name, aliases = info
         if self.diverged is None:
             if i >= len(self.op_names):
                 self._diverge(f"more than the {len(self.op_names)} traced ops")
-            elif str(func) != self.op_names[i]:
-                self._diverge(f"op {i} is {func}, the trace has {self.op_names[i]}")
-        inputs = set()
-        for t in tensors_in((args, kwargs)):
-            try:
-                inputs.add(t.untyped_storage()._cdata)
-            except (RuntimeError, NotImplementedError):
-                pass
-        for value in self.wait_before.get(i, ()):
-            entry = self.entries.get(value)
-            if entry is not None and entry.reduced is not None:
-                entry.reduced.result()
+            elif name != self.op_names[i]:
+                self._diverge(f"op {i} is {name}, the trace has {self.op_names[i]}")
+        waits = self.wait_before.get(i)
+        if waits:
+            for value in waits:
+                entry = self.entries.get(value)
+                if entry is not None and entry.reduced is not None:
+                    entry.reduced.result()
         out = func(*args, **kwargs)
         self.ops_run = i + 1
+        if isinstance(out, torch.Tensor):
+            outs: Any = (out,)
+        elif isinstance(out, (tuple, list)):
+            outs = [t for t in out if isinstance(t, torch.Tensor)]
+        else:
+            outs = tensors_in(out)
         if i in self.recipe_at and self.diverged is None:
             # The op, its arguments (kept alive until the storage is re-made, as the
             # plan counts) and its outputs' storages.
-            keys = []
-            for t in tensors_in(out):
-                try:
-                    keys.append(t.untyped_storage()._cdata)
-                except (RuntimeError, NotImplementedError):
-                    keys.append(None)
-            self.recipes[self.recipe_at[i]] = (func, args, kwargs, keys)
-        for t in tensors_in(out):
-            try:
-                key = t.untyped_storage()._cdata
-            except (RuntimeError, NotImplementedError):
-                continue
-            if key not in inputs:  # a view of an input is not a new storage
-                self.produced.add(key)
+            self.recipes[self.recipe_at[i]] = (func, args, kwargs, [_key(t) for t in outs])
+        if not aliases:
+            # Its outputs are new storages (an op whose schema says a result aliases an
+            # argument, a view or an in-place op, makes none).
+            for t in outs:
+                key = _key(t)
+                if key is not None:
+                    self.produced.add(key)
         if self.diverged is None:
-            for state in self.trigger_after.get(i, ()):
-                self._start_restore(state)
+            triggered = self.trigger_after.get(i)
+            if triggered:
+                for state in triggered:
+                    self._start_restore(state)
         return out
 
     # -- reduce
