@@ -291,9 +291,12 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
         t = time.perf_counter()
         res = run_row(model, x, loss_fn, step, steps, device)
         del t
+        budget = plan.data["budget_bytes"]
+        in_run = "met in the run" if res[0] <= budget else "exceeded in the run"
         note = (
-            f"{plan.reduced} reduced, predicted step × {plan.predicted_step_ms / plan.data['plain_step_ms']:.2f}"
-            f"{'' if plan.met else ', budget NOT met (lowest peak found)'}"
+            f"budget {budget / 1e6:.1f} MB {in_run}; {plan.reduced} reduced, predicted step "
+            f"× {plan.predicted_step_ms / plan.data['plain_step_ms']:.2f}"
+            f"{'' if plan.met else '; planned budget NOT met (lowest peak found)'}"
         )
         add(label, *res, predicted=plan.predicted_peak, extra=note)
 
