@@ -18,7 +18,8 @@ Per row: the measured tensor peak (memplan's counting CPU allocator, or
 the rise of the RSS high-water over the step's start (``/proc/self/clear_refs`` then
 ``VmHWM`` minus ``VmRSS`` at the start; glibc's mmap threshold is set low so freed tensors
 leave RSS; CPU only), memplan's predicted peak and
-its ratio to the measured one, the step time (median) as a ratio to plain in the same run,
+its ratio to the measured one, the step time as a ratio to plain (each measured step
+paired with a plain step just before it; the median of the pairs' ratios),
 and the gradient error against plain (the largest relative L2 error of a parameter's
 gradient, over gradients at least 1e-3 of the largest).
 
@@ -201,9 +202,19 @@ def grad_error(g, g0):
 KEEP_GRADS = False
 
 
-def run_row(model, x, loss_fn, step_fn, steps, device):
+def run_row(model, x, loss_fn, step_fn, steps, device, plain_fn=None):
+    """`steps` measured steps of `step_fn` after a warm-up one: the largest tensor peak
+    and RSS rise, the median time, the last gradients. With `plain_fn`, each measured
+    step is paired with a plain step run just before it and the time is the median of
+    the pairs' ratios (this machine is shared: pairing cancels its slow phases)."""
     peaks, rss, times, g = [], [], [], None
     for i in range(steps + 1):
+        plain_ms = None
+        if plain_fn is not None and i > 0:
+            model.zero_grad(set_to_none=not KEEP_GRADS)
+            with Meter(device) as m:
+                plain_fn()
+            plain_ms = m.ms
         model.zero_grad(set_to_none=not KEEP_GRADS)
         with Meter(device) as m:
             step_fn()
@@ -211,7 +222,7 @@ def run_row(model, x, loss_fn, step_fn, steps, device):
             continue  # warm-up
         peaks.append(m.peak)
         rss.append(m.rss)
-        times.append(m.ms)
+        times.append(m.ms / plain_ms if plain_ms else m.ms)
         g = grads(model)
     return max(peaks), (max(r for r in rss) if rss[0] is not None else None), statistics.median(times), g
 
@@ -234,7 +245,7 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
     rows = []
     base_peak, base_rss, base_ms, g0 = run_row(model, x, loss_fn, plain, steps, device)
 
-    def add(label, peak, rss, ms, g, predicted=None, extra=""):
+    def add(label, peak, rss, ratio, g, predicted=None, extra=""):
         err = grad_error(g, g0) if g is not None else float("nan")
         flat = lambda gs: torch.cat([t.reshape(-1) for t in gs])  # noqa: E731
         err_all = float((flat(g) - flat(g0)).norm() / flat(g0).norm())
@@ -246,8 +257,7 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
             "rss_bytes": rss,
             "predicted_bytes": predicted,
             "predicted_over_measured": None if predicted is None else predicted / peak,
-            "step_ms": ms,
-            "step_ratio": ms / base_ms,
+            "step_ratio": ratio,
             "grad_error": err,
             "grad_error_all": err_all,
             "note": extra,
@@ -258,7 +268,7 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
         pred = "-" if predicted is None else f"{mb(predicted)} ({predicted / peak:.3f})"
         print(
             f"| {label} | {mb(peak)} | {peak / base_peak:.3f} | {mb(rss)} | {pred} | "
-            f"{ms / base_ms:.2f} | {err:.1e} | {err_all:.1e} | {extra} |",
+            f"{ratio:.2f} | {err:.1e} | {err_all:.1e} | {extra} |",
             flush=True,
         )
 
@@ -267,18 +277,18 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
         "| step × plain | grad error (worst param) | grad error (all) | plan |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    add("plain", base_peak, base_rss, base_ms, g0)
+    add("plain", base_peak, base_rss, 1.0, g0)
 
     def offload():
         with torch.autograd.graph.save_on_cpu(pin_memory=device != "cpu"):
             loss_fn(model(x)).backward()
 
-    add("save_on_cpu", *run_row(model, x, loss_fn, offload, steps, device))
+    add("save_on_cpu", *run_row(model, x, loss_fn, offload, steps, device, plain))
 
     def ckpt():
         loss_fn(checkpointed(x)).backward()
 
-    ck = run_row(model, x, loss_fn, ckpt, steps, device)
+    ck = run_row(model, x, loss_fn, ckpt, steps, device, plain)
     add("per-block checkpointing", *ck)
 
     def memplan_row(label, plan):
@@ -289,7 +299,7 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
                 raise RuntimeError(f"{label}: the step differed from the trace: {rt.diverged}")
 
         t = time.perf_counter()
-        res = run_row(model, x, loss_fn, step, steps, device)
+        res = run_row(model, x, loss_fn, step, steps, device, plain)
         del t
         budget = plan.data["budget_bytes"]
         in_run = "met in the run" if res[0] <= budget else "exceeded in the run"

@@ -805,6 +805,57 @@ fn swap_none_golden() {
     golden("swap_tiny_json.txt", &stdout(&out));
 }
 
+/// A PyTorch trace (`memplan.torch.trace`, saved): planned by the CLI with the trace's
+/// measured machine, every planner and reduction; a .json that is not a trace is refused
+/// with the format named.
+#[test]
+fn swap_plans_a_pytorch_trace() {
+    let file = "crates/memplan-swap/tests/data/torch/small_cnn.json";
+    for extra in [
+        &[][..],
+        &["--compress", "fp16"],
+        &["--compress", "int8", "--on-device"],
+        &["--recompute"],
+    ] {
+        let mut args = vec![
+            "swap",
+            file,
+            "--planner",
+            "all",
+            "--budget",
+            "50%",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = memplan(&args);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        for planner in ["method", "lms", "everything"] {
+            let before = report[planner]["before"]["peak_bytes"].as_u64().unwrap();
+            let after = report[planner]["after"]["peak_bytes"].as_u64().unwrap();
+            assert!(after <= before, "{extra:?} {planner}: {report}");
+            if extra.is_empty() {
+                assert!(after < before, "{planner}: nothing saved: {report}");
+            }
+        }
+    }
+    let out = memplan(&["swap", file, "--planner", "none"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("measured peak  4802816 B"),
+        "{}",
+        stdout(&out)
+    );
+    let out = memplan(&["swap", "examples/small_cnn.json", "--planner", "none"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("memplan-torch-trace"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn swap_errors_exit_2() {
     let file = "crates/memplan-cli/tests/data/tiny.graph.txt";
