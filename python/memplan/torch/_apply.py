@@ -176,8 +176,7 @@ class Runtime(TorchDispatchMode):
         self.cuda = self.device.type == "cuda"
         self.out_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.in_stream = torch.cuda.Stream(self.device) if self.cuda else None
-        self.d2h = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memplan-out")
-        self.h2d = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memplan-in")
+        self.d2h, self.h2d = plan.workers()
         self.main = threading.get_ident()
         self.ops_run = 0
         self.pack_count = 0
@@ -471,8 +470,15 @@ class Runtime(TorchDispatchMode):
         return data.view(entry.dtype)
 
     def close(self) -> None:
-        self.d2h.shutdown(wait=True)
-        self.h2d.shutdown(wait=True)
+        # The plan keeps its workers for the next step: wait for this step's copies.
+        for entry in self.entries.values():
+            if entry.reduced is not None:
+                entry.reduced.exception()
+        for states in self.restores.values():
+            for state in states:
+                if state.future is not None:
+                    state.future.exception()
+                    state.future = None
         # The plan keeps the store for its next step; this step's ranges go back to it.
         if self.store is not None:
             for entry in self.entries.values():

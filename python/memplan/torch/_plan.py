@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import weakref
@@ -25,6 +26,7 @@ class Plan:
         self.trace = trace
         self.codec = codec
         self._store: Any = None
+        self._workers: Any = None
 
     def store(self, directory: Optional[str] = None) -> Any:
         """The host store of the steps this plan runs: one per plan, kept from step to
@@ -39,11 +41,25 @@ class Plan:
             weakref.finalize(self, self._store.close)
         return self._store
 
+    def workers(self) -> Any:
+        """The copy-out and copy-in workers (one thread each: the two copy engines of the
+        plan's machine), kept from step to step."""
+        if self._workers is None:
+            out = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memplan-out")
+            back = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memplan-in")
+            self._workers = (out, back)
+            weakref.finalize(self, _shutdown, self._workers)
+        return self._workers
+
     def close(self) -> None:
-        """Closes the host store (its file is already unlinked: nothing is left)."""
+        """Closes the host store (its file is already unlinked: nothing is left) and
+        stops the workers."""
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._workers is not None:
+            _shutdown(self._workers)
+            self._workers = None
 
     @property
     def predicted_peak(self) -> int:
@@ -87,6 +103,11 @@ class Plan:
             f"predicted peak {d['predicted_peak_bytes']} B "
             f"(traced {d['measured_peak_bytes']} B), met={d['met']}>"
         )
+
+
+def _shutdown(workers: Any) -> None:
+    for pool in workers:
+        pool.shutdown(wait=True)
 
 
 def plan(
