@@ -18,6 +18,7 @@ __all__ = [
     "plan_file",
     "check",
     "planners",
+    "swap_plan_trace",
     "read_plan",
     "load_onnx",
     "load_tflite",
