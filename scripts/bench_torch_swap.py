@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -200,6 +201,7 @@ def grad_error(g, g0):
 
 
 KEEP_GRADS = False
+SAVE_TRACES = None
 
 
 def run_row(model, x, loss_fn, step_fn, steps, device, plain_fn=None):
@@ -238,6 +240,12 @@ def bench(model_fn, steps, device, budgets, variants, out_rows):
     t = time.perf_counter()
     trace = mt.trace(model, x, loss_fn)
     trace_s = time.perf_counter() - t
+    if SAVE_TRACES:
+        os.makedirs(SAVE_TRACES, exist_ok=True)
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")[:80]
+        path = os.path.join(SAVE_TRACES, slug + ".json")
+        trace.save(path)  # replayable: memplan swap PATH, or memplan.torch.Trace.load
+        print(f"(trace saved to {path})")
 
     def plain():
         loss_fn(model(x)).backward()
@@ -344,9 +352,11 @@ def main():
         action="store_true",
         help="zero_grad(set_to_none=False): gradient buffers live before the step",
     )
+    ap.add_argument("--save-traces", default=None, metavar="DIR", help="keep each model's trace here")
     args = ap.parse_args()
-    global KEEP_GRADS
+    global KEEP_GRADS, SAVE_TRACES
     KEEP_GRADS = args.keep_grads
+    SAVE_TRACES = args.save_traces
     torch.set_num_threads(max(1, torch.get_num_threads()))
     with mt.counting():
         run(args)
