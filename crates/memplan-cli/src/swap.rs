@@ -306,9 +306,6 @@ fn torch_step(args: &SwapArgs) -> Result<Option<Step>> {
     }
     let file = args.graph.display().to_string();
     let text = memplan::io::file::read_text_capped(args.graph, TRACE_CAP)?;
-    if !torch::looks_like_trace(&text) {
-        bail!("'{file}': a .json input of memplan swap is a PyTorch trace (format '{}', written by memplan.torch.trace); this file does not name that format", torch::FORMAT);
-    }
     if args.device.is_some() || args.import != ImportOptions::default() {
         bail!("'{file}': --input-shape, --dim, --peak-tflops, --mem-bandwidth and --launch-us apply to ONNX models (.onnx) only; a PyTorch trace has measured times");
     }

@@ -187,12 +187,6 @@ pub fn parse(text: &str, file: &str) -> Result<Trace, TraceError> {
     Ok(trace)
 }
 
-/// True when `text` starts like a trace (a JSON object naming the format), for input
-/// detection.
-pub fn looks_like_trace(text: &str) -> bool {
-    text.trim_start().starts_with('{') && text.contains(FORMAT)
-}
-
 /// Builds the training step of `trace` for plans with `reduction` (see the module
 /// documentation); errors name the op or storage at fault. With a codec, only `float32`
 /// storages are restorable (the codecs compress fp32); with recomputation, only storages

@@ -164,7 +164,6 @@ class Runtime(TorchDispatchMode):
         for states in self.restores.values():
             states.sort(key=lambda s: s.readers[0])
         # Each traced unpack goes to the restore whose readers it precedes.
-        self.unpack_restore: Dict[tuple, _Restore] = {}
         for u in trace["unpacks"]:
             value = self.packs[u["ordinal"]]["value"]
             state = self._restore_for(value, u["op"])

@@ -293,10 +293,6 @@ class Trace:
         )
 
 
-def signature(t: torch.Tensor) -> List[Any]:
-    return [list(t.shape), str(t.dtype).replace("torch.", "")]
-
-
 def trace(
     model: Callable[..., Any],
     inputs: Any,
@@ -390,25 +386,3 @@ def trace(
     }
     return Trace(data)
 
-
-def _replay_peak(values: Sequence[Dict[str, Any]], ops: Sequence[Dict[str, Any]]) -> int:
-    """The peak of the traced step from the recorded lives: per op, the storages live
-    during it plus its scratch."""
-    n = len(ops)
-    alloc = [0] * (n + 1)
-    free = [0] * (n + 1)
-    for v in values:
-        p = v["producer"]
-        if p is None:
-            continue
-        alloc[p] += v["bytes"]
-        f = v["freed_after"]
-        if f is not None:
-            free[max(f, p)] += v["bytes"]
-    live = 0
-    peak = 0
-    for i, op in enumerate(ops):
-        live += alloc[i]
-        peak = max(peak, live + op["scratch"])
-        live -= free[i]
-    return peak
