@@ -1,7 +1,7 @@
 //! The subcommands.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -131,6 +131,61 @@ pub struct PlanExtras<'a> {
     pub write_offline_plan: Option<&'a Path>,
     /// `--base`: the pool's base address; outputs then report addresses.
     pub base: Option<u64>,
+}
+
+/// `memplan report`: the page written to `output`, one line per plan on stdout; exit 1
+/// when a plan drawn is invalid.
+pub fn report(
+    file: &Path,
+    planners: &[String],
+    compare: &[PathBuf],
+    output: &Path,
+    alignment: u64,
+    settings: &GraphSettings,
+    search: &SearchArgs,
+) -> Result<ExitCode> {
+    let request = memplan_session::report::ReportRequest {
+        planners: planners.to_vec(),
+        compare: compare.to_vec(),
+        settings: settings.clone(),
+        search: search_options(search)?,
+        alignment,
+    };
+    let searching = planners.iter().any(|p| p.split(':').next() == Some("search"));
+    let built = if searching {
+        with_search_progress(|hooks| memplan_session::report::report_file(file, &request, hooks))
+    } else {
+        progress::with_spinner(format!("report of '{}'", file.display()), || {
+            memplan_session::report::report_file(file, &request, &Hooks::default())
+        })
+    }?;
+    emit(&built.html, Some(output))?;
+    let mut text = String::new();
+    for plan in &built.plans {
+        let verdict = if plan.valid {
+            "valid".to_string()
+        } else {
+            format!("INVALID ({} violations)", plan.violations)
+        };
+        text.push_str(&format!(
+            "{}: {verdict}, arena {}, arena/bound {}\n",
+            memplan::render::printable(&plan.title),
+            plan.arena.map_or("-".into(), bytes),
+            plan.arena
+                .map_or("-".into(), |a| ratio(a, plan.lower_bound)),
+        ));
+    }
+    text.push_str(&format!(
+        "wrote '{}' ({}): open it in a browser\n",
+        output.display(),
+        memplan::render::short_bytes(built.html.len() as u64)
+    ));
+    emit(&text, None)?;
+    Ok(if built.valid() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `memplan plan`.

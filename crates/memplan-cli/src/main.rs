@@ -150,6 +150,34 @@ enum Command {
         #[command(flatten)]
         graph: GraphArgs,
     },
+    /// Draw plans of FILE as one self-contained HTML page for a browser: per plan a
+    /// zoomable time x address map and the live bytes over time, side by side on the same
+    /// scales; hover for a buffer's details, search by name, click a step for what is live
+    /// there; the checker's verdict, violations in red. Exit 1 when a plan drawn is invalid.
+    Report {
+        /// The problem or model (minimalloc CSV, graph JSON, ONNX, TFLite), or a plan JSON
+        /// (`memplan plan -f json`), drawn as it is.
+        file: PathBuf,
+        /// A planner spec to run and draw (repeatable, drawn in order; see `memplan
+        /// planners`). Default: best-of, and for a .tflite TFLite Micro's own planner
+        /// (tflm-greedy) first.
+        #[arg(long, short)]
+        planner: Vec<String>,
+        /// A plan file of FILE's problem to check and draw beside them (repeatable): plan
+        /// JSON or a solution CSV, e.g. another tool's plan or an older one.
+        #[arg(long, value_name = "PLAN")]
+        compare: Vec<PathBuf>,
+        /// Where to write the page (an .html file).
+        #[arg(long, short, value_name = "PATH")]
+        output: PathBuf,
+        /// Align every offset to a multiple of N bytes (on top of each buffer's own).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        alignment: u64,
+        #[command(flatten)]
+        graph: GraphArgs,
+        #[command(flatten)]
+        search: SearchArgs,
+    },
     /// List the planners with a one-line description each.
     Planners,
     /// Run planners on problem files and print arena, arena/bound and time for each, in one
@@ -555,6 +583,23 @@ fn main() -> ExitCode {
                 commands::inspect(&file, format, &graph.settings())
             }
         }
+        Command::Report {
+            file,
+            planner,
+            compare,
+            output,
+            alignment,
+            graph,
+            search,
+        } => commands::report(
+            &file,
+            &planner,
+            &compare,
+            &output,
+            alignment,
+            &graph.settings(),
+            &search,
+        ),
         Command::Planners => commands::planners(),
         Command::Bench {
             files,

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use memplan::io::{csv, json};
+use memplan::render::html;
 use memplan::planner::search::Search;
 use memplan::planner::{self, Strip};
 use memplan::{bound, checker, Buffer as CoreBuffer, Plan, Problem as CoreProblem};
@@ -268,6 +269,8 @@ pub struct PlanResult {
     pub seconds: f64,
     /// The buffer names, in id order (for `offset_of` and dict conversion).
     pub names: Vec<String>,
+    /// The problem this plan was made for (as given, before `alignment` raised it).
+    pub problem: Py<Problem>,
 }
 
 #[pymethods]
@@ -326,6 +329,66 @@ impl PlanResult {
         self.same_problem(&problem.inner)?;
         let plan = core_plan(&problem.inner, &self.offsets)?;
         Ok(csv::write_solution(&problem.inner, &plan))
+    }
+
+    /// The plan as one self-contained HTML page (no network): a zoomable time x address
+    /// map and the live bytes over time, hover details, search by name, the checker's
+    /// verdict. `compare`: more plans of the same problem, drawn side by side on the same
+    /// scales. `problem` defaults to the one the plan was made for.
+    #[pyo3(signature = (problem = None, *, title = None, compare = None))]
+    fn to_html(
+        &self,
+        py: Python<'_>,
+        problem: Option<Py<Problem>>,
+        title: Option<&str>,
+        compare: Option<Vec<Py<PlanResult>>>,
+    ) -> Result<String> {
+        let problem = problem.unwrap_or_else(|| self.problem.clone_ref(py));
+        let core = &problem.get().inner;
+        let mut results: Vec<&PlanResult> = vec![self];
+        let compare = compare.unwrap_or_default();
+        results.extend(compare.iter().map(|r| r.get()));
+        let mut plans = Vec::with_capacity(results.len());
+        for result in &results {
+            result.same_problem(core)?;
+            let plan = core_plan(core, &result.offsets)?;
+            let aligned = (result.alignment > 1)
+                .then(|| core.with_alignment(result.alignment))
+                .transpose()?;
+            let report = checker::check(aligned.as_ref().unwrap_or(core), &plan);
+            let name = match &result.chosen {
+                Some(chosen) => format!("{} ({chosen})", result.planner),
+                None => result.planner.clone(),
+            };
+            plans.push((name, plan, report, result.lower_bound, result.seconds));
+        }
+        let source = format!("{} buffers, planned from Python", core.len());
+        let page = html::Page {
+            title: title.unwrap_or("memplan report"),
+            source: &source,
+            plans: plans
+                .iter()
+                .map(|(name, plan, report, bound, seconds)| html::PlanView {
+                    title: name,
+                    problem: core,
+                    plan,
+                    report,
+                    lower_bound: *bound,
+                    seconds: Some(*seconds),
+                    annotations: None,
+                })
+                .collect(),
+        };
+        Ok(html::html(&page))
+    }
+
+    /// The page of `to_html()` in an `<iframe>`, for Jupyter and other notebooks.
+    fn _repr_html_(&self, py: Python<'_>) -> Result<String> {
+        let page = self.to_html(py, None, None, None)?;
+        Ok(format!(
+            "<iframe srcdoc=\"{}\" style=\"width:100%;height:860px;border:0\" sandbox=\"allow-scripts\"></iframe>",
+            html::escape_html(&page)
+        ))
     }
 
     fn __len__(&self) -> usize {
@@ -451,7 +514,7 @@ fn run_interruptible<T: Send>(
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
-    problem: &Problem,
+    problem: Py<Problem>,
     planner: &str,
     time_limit: Option<f64>,
     #[pyo3(from_py_with = args::alignment)] alignment: u64,
@@ -462,6 +525,8 @@ fn plan(
     #[pyo3(from_py_with = args::max_reads)] max_reads: Option<u64>,
     return_on_interrupt: bool,
 ) -> Result<PlanResult> {
+    let given = problem.clone_ref(py);
+    let problem = problem.get();
     let base = planner::by_name(planner)?;
     let kind = memplan_session::spec::Kind::of(base);
     let is_search = kind == memplan_session::spec::Kind::Search;
@@ -546,6 +611,7 @@ fn plan(
         stop: search.map(|s| s.1),
         seconds: output.elapsed.as_secs_f64(),
         names: core.buffers().iter().map(|b| b.name.clone()).collect(),
+        problem: given,
     })
 }
 
@@ -574,7 +640,7 @@ fn plan_file(
     #[pyo3(from_py_with = args::dims)] dims: Option<BTreeMap<String, u64>>,
     alias: bool,
     inplace: bool,
-) -> Result<(Problem, PlanResult)> {
+) -> Result<(Py<Problem>, PlanResult)> {
     use memplan_session::spec::{Kind, PlannerSpec};
     let spec = PlannerSpec::parse(planner).map_err(|e| input(format!("{e:#}")))?;
     let is_search = spec.kind() == Kind::Search;
@@ -623,6 +689,18 @@ fn plan_file(
     let search = output
         .search()
         .map(|s| (s.proven_optimal, s.stop.as_str().to_string()));
+    let names = staged
+        .problem
+        .buffers()
+        .iter()
+        .map(|b| b.name.clone())
+        .collect();
+    let problem = Py::new(
+        py,
+        Problem {
+            inner: staged.problem,
+        },
+    )?;
     let result = PlanResult {
         arena: output.plan.arena_bytes.unwrap_or(0),
         chosen: output.chosen().map(str::to_string),
@@ -634,19 +712,10 @@ fn plan_file(
         proven_optimal: search.as_ref().map(|s| s.0),
         stop: search.map(|s| s.1),
         seconds: output.elapsed.as_secs_f64(),
-        names: staged
-            .problem
-            .buffers()
-            .iter()
-            .map(|b| b.name.clone())
-            .collect(),
+        names,
+        problem: problem.clone_ref(py),
     };
-    Ok((
-        Problem {
-            inner: staged.problem,
-        },
-        result,
-    ))
+    Ok((problem, result))
 }
 
 /// A duration argument in seconds: finite and not negative (up to a year), else a
@@ -855,8 +924,9 @@ fn planners() -> Vec<(String, String)> {
 /// Reads a plan (plan JSON, or a solution CSV with an `offset` column) for `problem`.
 #[pyfunction]
 #[pyo3(signature = (text, problem, source = "<string>"))]
-fn read_plan(text: &str, problem: &Problem, source: &str) -> Result<PlanResult> {
-    let core = &problem.inner;
+fn read_plan(py: Python<'_>, text: &str, problem: Py<Problem>, source: &str) -> Result<PlanResult> {
+    let given = problem.clone_ref(py);
+    let core = &problem.get().inner;
     let (plan, planner, alignment) = if memplan::io::is_json(text) {
         let summary = json::read_plan_summary(text, source)?;
         (
@@ -884,6 +954,7 @@ fn read_plan(text: &str, problem: &Problem, source: &str) -> Result<PlanResult> 
         stop: None,
         seconds: 0.0,
         names: core.buffers().iter().map(|b| b.name.clone()).collect(),
+        problem: given,
     })
 }
 

@@ -14,5 +14,6 @@
 pub mod input;
 pub mod npu;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod spec;

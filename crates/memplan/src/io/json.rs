@@ -475,6 +475,54 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
     })
 }
 
+/// Whether `text` is a plan JSON rather than another JSON memplan reads (a graph JSON has
+/// `values`; a plan JSON has `buffers` and no `values`). False for anything that is not
+/// one JSON object.
+pub fn is_plan_json(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Keys {
+        #[serde(default)]
+        buffers: Option<serde::de::IgnoredAny>,
+        #[serde(default)]
+        values: Option<serde::de::IgnoredAny>,
+    }
+    match plan_object(text, "").ok().map(serde_json::from_str::<Keys>) {
+        Some(Ok(keys)) => keys.buffers.is_some() && keys.values.is_none(),
+        _ => false,
+    }
+}
+
+/// The problem a plan JSON lists: one buffer per entry of `buffers`, with its `id`,
+/// `size` and lifetime `[start, end)`, and the file's `alignment` (at least 1). A plan
+/// JSON records no gaps, per-buffer alignments or fixed offsets: the problem is the
+/// plan's as far as the file tells (a plan of a problem with gaps can show overlaps that
+/// the gaps made legal; check it against its problem file then).
+pub fn read_problem_of_plan(text: &str, source: &str) -> Result<Problem, JsonError> {
+    let text = plan_object(text, source)?;
+    let parsed: PlanIn = serde_json::from_str(text).map_err(|e| JsonError {
+        source: source.to_string(),
+        line: (e.line() > 0).then_some(e.line()),
+        column: (e.line() > 0).then_some(e.column()),
+        message: format!("{e} (expected a plan JSON as written by memplan)"),
+    })?;
+    let alignment = read_plan_summary(text, source)?.alignment.max(1);
+    let buffers = parsed
+        .buffers
+        .into_iter()
+        .map(|b| {
+            let mut buffer = crate::problem::Buffer::new(b.id, b.size, b.start, b.end);
+            buffer.alignment = alignment;
+            buffer
+        })
+        .collect();
+    Problem::from_buffers(buffers).map_err(|e| JsonError {
+        source: source.to_string(),
+        line: None,
+        column: None,
+        message: format!("its buffers do not form a problem: {e}"),
+    })
+}
+
 /// That a buffer's `top`, and its extents' `top`s, are the ends of their bytes, when given.
 fn check_tops(entry: &BufferIn, position: usize) -> Result<(), String> {
     let id = &entry.id;

@@ -1,6 +1,7 @@
-//! Pictures of a plan for people: an SVG ([`svg`]) and a terminal map ([`ascii`]).
+//! Pictures of a plan for people: an SVG ([`svg`]), a terminal map ([`ascii`]) and an
+//! interactive page for a browser ([`html`]: zoom, search, hover, plans side by side).
 //!
-//! Both draw the same thing: time on x, address on y, one rectangle per live segment of
+//! All three draw the same thing: time on x, address on y, one rectangle per live segment of
 //! every buffer, with the arena and the max-live lower bound marked. A zero-size buffer
 //! covers no address and draws no rectangle (the SVG keeps its hover title, the terminal
 //! map its legend line).
@@ -20,6 +21,7 @@
 //! clipped by the scale.
 
 pub mod ascii;
+pub mod html;
 pub mod svg;
 
 use std::borrow::Cow;
