@@ -151,7 +151,9 @@ pub fn report(
         search: search_options(search)?,
         alignment,
     };
-    let searching = planners.iter().any(|p| p.split(':').next() == Some("search"));
+    let searching = planners
+        .iter()
+        .any(|p| p.split(':').next() == Some("search"));
     let built = if searching {
         with_search_progress(|hooks| memplan_session::report::report_file(file, &request, hooks))
     } else {

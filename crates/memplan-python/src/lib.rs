@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use memplan::io::{csv, json};
-use memplan::render::html;
 use memplan::planner::search::Search;
 use memplan::planner::{self, Strip};
+use memplan::render::html;
 use memplan::{bound, checker, Buffer as CoreBuffer, Plan, Problem as CoreProblem};
 use memplan_session::run::{run, verify, Algorithm, Bounds, Hooks};
 use pyo3::prelude::*;
@@ -348,19 +348,34 @@ impl PlanResult {
         let mut results: Vec<&PlanResult> = vec![self];
         let compare = compare.unwrap_or_default();
         results.extend(compare.iter().map(|r| r.get()));
-        let mut plans = Vec::with_capacity(results.len());
+        // Each plan is drawn on, and checked against, the problem it was made for: the
+        // problem with every alignment raised to the plan's.
+        let mut aligned = Vec::with_capacity(results.len());
         for result in &results {
             result.same_problem(core)?;
-            let plan = core_plan(core, &result.offsets)?;
-            let aligned = (result.alignment > 1)
-                .then(|| core.with_alignment(result.alignment))
-                .transpose()?;
-            let report = checker::check(aligned.as_ref().unwrap_or(core), &plan);
+            aligned.push(
+                (result.alignment > 1)
+                    .then(|| core.with_alignment(result.alignment))
+                    .transpose()?,
+            );
+        }
+        let mut plans = Vec::with_capacity(results.len());
+        for (result, aligned) in results.iter().zip(&aligned) {
+            let problem = aligned.as_ref().unwrap_or(core);
+            let plan = core_plan(problem, &result.offsets)?;
+            let report = checker::check(problem, &plan);
             let name = match &result.chosen {
                 Some(chosen) => format!("{} ({chosen})", result.planner),
                 None => result.planner.clone(),
             };
-            plans.push((name, plan, report, result.lower_bound, result.seconds));
+            plans.push((
+                name,
+                problem,
+                plan,
+                report,
+                result.lower_bound,
+                result.seconds,
+            ));
         }
         let source = format!("{} buffers, planned from Python", core.len());
         let page = html::Page {
@@ -368,18 +383,20 @@ impl PlanResult {
             source: &source,
             plans: plans
                 .iter()
-                .map(|(name, plan, report, bound, seconds)| html::PlanView {
-                    title: name,
-                    problem: core,
-                    plan,
-                    report,
-                    lower_bound: *bound,
-                    seconds: Some(*seconds),
-                    annotations: None,
-                })
+                .map(
+                    |(name, problem, plan, report, bound, seconds)| html::PlanView {
+                        title: name,
+                        problem,
+                        plan,
+                        report,
+                        lower_bound: *bound,
+                        seconds: Some(*seconds),
+                        annotations: None,
+                    },
+                )
                 .collect(),
         };
-        Ok(html::html(&page))
+        html::html(&page).map_err(|e| input(e.to_string()))
     }
 
     /// The page of `to_html()` in an `<iframe>`, for Jupyter and other notebooks.

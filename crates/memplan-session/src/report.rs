@@ -200,7 +200,7 @@ pub fn report_file(file: &Path, request: &ReportRequest, hooks: &Hooks) -> Resul
             })
             .collect(),
     };
-    let html = html::html(&page);
+    let html = html::html(&page).with_context(|| format!("'{source}'"))?;
     let plans = entries
         .iter()
         .map(|e| PlanLine {
@@ -259,8 +259,10 @@ fn compare_plans(
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// What a model tells about its buffers: the operator producing each, the tensors each

@@ -37,6 +37,23 @@ pub const TEMPLATE: &str = include_str!("report.html");
 /// the checker found in all.
 pub const MAX_VIOLATIONS: usize = 10_000;
 
+/// The most buffers one page draws, all its problems together. 10^5 buffers make a page
+/// of about 4.4 MB that Chromium opens and draws in about 0.3 s (`scripts/bench_report.py`);
+/// 10^6 about 45 MB and a few seconds. Beyond that a page would take hundreds of
+/// megabytes and minutes: [`html`] refuses it.
+pub const MAX_BUFFERS: usize = 1_000_000;
+
+/// Why a page was not made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HtmlError {
+    #[error(
+        "a report draws at most {limit} buffers and this one has {buffers}: a page of more \
+         would take hundreds of megabytes and minutes to open; draw fewer plans, or plan a \
+         part of the problem (memplan plan and check handle any size)"
+    )]
+    TooLarge { buffers: usize, limit: usize },
+}
+
 /// What a model adds to its problem's buffers: who produces each, which tensors it holds,
 /// and what runs at each step.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -98,6 +115,10 @@ struct ProblemData<'a> {
     end: Vec<u64>,
     /// `[buffer, start, end]` for every gap.
     gaps: Vec<[u64; 3]>,
+    /// Per buffer alignment; `null` when every buffer has alignment 1.
+    alignment: Option<Vec<u64>>,
+    /// `[buffer, offset]` for every buffer with a fixed offset.
+    fixed: Vec<[u64; 2]>,
     /// Distinct producer texts, and per buffer an index into them (-1: none).
     ops: Vec<&'a str>,
     producer: Option<Vec<i64>>,
@@ -114,6 +135,8 @@ struct PlanData<'a> {
     /// `[buffer, [[offset, len], …]]` per buffer of a fragmented plan.
     extents: Option<Vec<Vec<[u64; 2]>>>,
     arena: Option<u64>,
+    /// The arena the plan claims (a plan file's `arena_bytes`), when it claims one.
+    claimed_arena: Option<u64>,
     bound: u64,
     seconds: Option<f64>,
     valid: bool,
@@ -220,6 +243,15 @@ fn problem_data<'a>(problem: &'a Problem, annotations: Option<&'a Annotations>) 
             .enumerate()
             .flat_map(|(i, b)| b.gaps.iter().map(move |g| [i as u64, g.start, g.end]))
             .collect(),
+        alignment: buffers
+            .iter()
+            .any(|b| b.alignment > 1)
+            .then(|| buffers.iter().map(|b| b.alignment).collect()),
+        fixed: buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| b.fixed_offset.map(|o| [i as u64, o]))
+            .collect(),
         ops,
         producer,
         tensors,
@@ -227,16 +259,16 @@ fn problem_data<'a>(problem: &'a Problem, annotations: Option<&'a Annotations>) 
     }
 }
 
-/// The page as one self-contained HTML document.
-pub fn html(page: &Page<'_>) -> String {
+/// The page as one self-contained HTML document, or an error when its problems hold more
+/// than [`MAX_BUFFERS`] buffers together.
+pub fn html(page: &Page<'_>) -> Result<String, HtmlError> {
     // Plans of one problem (the same buffers) share its table.
     let mut problems: Vec<(&Problem, Option<&Annotations>)> = Vec::new();
     let mut plans = Vec::with_capacity(page.plans.len());
     for view in &page.plans {
-        let index = match problems
-            .iter()
-            .position(|(p, _)| std::ptr::eq(*p, view.problem) || p.buffers() == view.problem.buffers())
-        {
+        let index = match problems.iter().position(|(p, _)| {
+            std::ptr::eq(*p, view.problem) || p.buffers() == view.problem.buffers()
+        }) {
             Some(i) => {
                 if problems[i].1.is_none() {
                     problems[i].1 = view.annotations;
@@ -263,6 +295,7 @@ pub fn html(page: &Page<'_>) -> String {
                 .report
                 .arena_bytes
                 .or_else(|| view.plan.recomputed_arena(view.problem)),
+            claimed_arena: view.plan.arena_bytes,
             bound: view.lower_bound,
             seconds: view.seconds,
             valid: view.report.is_valid(),
@@ -274,6 +307,13 @@ pub fn html(page: &Page<'_>) -> String {
                 .take(MAX_VIOLATIONS)
                 .map(violation_data)
                 .collect(),
+        });
+    }
+    let buffers: usize = problems.iter().map(|(p, _)| p.len()).sum();
+    if buffers > MAX_BUFFERS {
+        return Err(HtmlError::TooLarge {
+            buffers,
+            limit: MAX_BUFFERS,
         });
     }
     let data = Data {
@@ -292,9 +332,9 @@ pub fn html(page: &Page<'_>) -> String {
     // `<` appears only inside strings: escaped, no name can end the script element.
     let json = json.replace('<', "\\u003c");
     let title = escape_html(page.title);
-    TEMPLATE
+    Ok(TEMPLATE
         .replacen("<!--MEMPLAN-TITLE-->", &title, 1)
-        .replacen("/*MEMPLAN-DATA*/", &json, 1)
+        .replacen("/*MEMPLAN-DATA*/", &json, 1))
 }
 
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped for HTML.
@@ -347,24 +387,31 @@ mod tests {
                 annotations: None,
             }],
         };
-        let html = html(&page);
-        assert_eq!(html.matches("</script>").count(), TEMPLATE.matches("</script>").count());
+        let html = html(&page).unwrap();
+        assert_eq!(
+            html.matches("</script>").count(),
+            TEMPLATE.matches("</script>").count()
+        );
         assert!(html.contains("&lt;b&gt;t&lt;/b&gt;"));
         let data = data_of(&html);
-        assert_eq!(data["problems"][0]["names"][0], "</script><script>alert(1)</script>");
+        assert_eq!(
+            data["problems"][0]["names"][0],
+            "</script><script>alert(1)</script>"
+        );
         assert_eq!(data["plans"][0]["valid"], true);
     }
 
     #[test]
     fn plans_of_one_problem_share_it_and_violations_are_located() {
-        let problem = Problem::from_buffers(vec![
-            Buffer::new("0", 4, 0, 2),
-            Buffer::new("1", 4, 1, 3),
-        ])
-        .unwrap();
+        let problem =
+            Problem::from_buffers(vec![Buffer::new("0", 4, 0, 2), Buffer::new("1", 4, 1, 3)])
+                .unwrap();
         let good = Plan::new(&problem, vec![0, 4]).unwrap();
         let bad = Plan::new(&problem, vec![0, 2]).unwrap();
-        let (r1, r2) = (checker::check(&problem, &good), checker::check(&problem, &bad));
+        let (r1, r2) = (
+            checker::check(&problem, &good),
+            checker::check(&problem, &bad),
+        );
         let view = |title, plan, report| PlanView {
             title,
             problem: &problem,
@@ -379,9 +426,12 @@ mod tests {
             source: "s",
             plans: vec![view("good", &good, &r1), view("bad", &bad, &r2)],
         };
-        let data = data_of(&html(&page));
+        let data = data_of(&html(&page).unwrap());
         assert_eq!(data["problems"].as_array().unwrap().len(), 1);
-        assert!(data["problems"][0]["names"].is_null(), "numbered names are left out");
+        assert!(
+            data["problems"][0]["names"].is_null(),
+            "numbered names are left out"
+        );
         assert_eq!(data["plans"][1]["problem"], 0);
         assert_eq!(data["plans"][1]["valid"], false);
         let v = &data["plans"][1]["violations"][0];
@@ -389,5 +439,38 @@ mod tests {
         assert_eq!(v["buffers"], serde_json::json!([0, 1]));
         assert_eq!(v["steps"], serde_json::json!([1, 2]));
         assert_eq!(v["addresses"], serde_json::json!([2, 4]));
+    }
+
+    #[test]
+    fn a_page_beyond_the_limit_is_refused() {
+        let problem = Problem::from_buffers(
+            (0..MAX_BUFFERS + 1)
+                .map(|i| Buffer::new(i.to_string(), 1, 0, 1))
+                .collect(),
+        )
+        .unwrap();
+        let plan = Plan::new(&problem, (0..problem.len() as u64).collect()).unwrap();
+        let report = checker::Report {
+            arena_bytes: Some(problem.len() as u64),
+            violations: Vec::new(),
+        };
+        let page = Page {
+            title: "t",
+            source: "s",
+            plans: vec![PlanView {
+                title: "p",
+                problem: &problem,
+                plan: &plan,
+                report: &report,
+                lower_bound: 1,
+                seconds: None,
+                annotations: None,
+            }],
+        };
+        let error = html(&page).unwrap_err();
+        assert!(
+            error.to_string().contains("at most 1000000 buffers"),
+            "{error}"
+        );
     }
 }
