@@ -78,11 +78,11 @@ class ThemeSwitch:
             "s.dispatchEvent(new Event('change'))", self.theme)
 
 
-def report(binary, args, out):
+def report(binary, args, out, cwd=None):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([binary, "report", *map(str, args), "-o", str(out)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
@@ -146,20 +146,30 @@ def shots(args, driver, tmp):
         sys.exit(f"--screenshots needs {SHARED} (resnet50.onnx, vww_mbv1_025.tflite)")
     args.screenshots.mkdir(parents=True, exist_ok=True)
     cases = [
-        ("report-resnet50.png", [SHARED / "models/resnet50.onnx", "-p", "best-of", "-p", "search"]),
-        ("report-tflm.png", [SHARED / "tflite/vww_mbv1_025.tflite"]),
+        ("report-resnet50.png", ["../shared/models/resnet50.onnx", "-p", "best-of", "-p", "search"]),
+        ("report-tflm.png", ["../shared/tflite/vww_mbv1_025.tflite"]),
     ]
     for name, cli in cases:
         page = tmp / (name + ".html")
-        _, _, out = report(args.memplan, cli, page)
+        _, _, out = report(str(Path(args.memplan).resolve()), cli, page, cwd=ROOT)
         print(out, end="")
-        driver.set_window_size(1400, 1240)
+        driver.set_window_size(1400, 1500)
         open_page(driver, page)
         data = driver.execute_script(
             "const d = window.memplanReport.data; return d.plans.map(p => d.problems[p.problem].size.filter(s => s > 0).length)")
         drawn = [int(c.get_attribute("data-drawn")) for c in driver.find_elements(By.CSS_SELECTOR, "canvas.map")]
         if drawn != data:
             sys.exit(f"{name}: drawn {drawn}, plans have {data} buffers")
+        # Click the busiest step of the first plan: the page lists what is live there.
+        point = driver.execute_script("""
+            const p = window.memplanReport.data.problems[0];
+            let k = 0; for (let j = 1; j < p.L.length; j++) if (p.L[j] > p.L[k]) k = j;
+            return window.memplanReport.point(0, p.T[k] + 0.5, 0);""")
+        canvas = driver.find_element(By.CSS_SELECTOR, "canvas.map")
+        rect = canvas.rect
+        ActionChains(driver).move_to_element_with_offset(
+            canvas, int(point["x"] - rect["x"] - rect["width"] / 2),
+            int(point["y"] - rect["y"] - rect["height"] / 2) - 2).click().perform()
         driver.save_screenshot(str(args.screenshots / name))
         print(f"wrote {args.screenshots / name}")
 

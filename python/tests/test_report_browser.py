@@ -389,3 +389,31 @@ def test_a_report_of_100k_buffers_stays_small_and_draws_them_all(
     assert page.stat().st_size <= 10_000_000, page.stat().st_size
     open_report(browser, page)
     assert drawn_counts(browser) == [n]
+
+
+def test_hostile_names_are_shown_never_run(browser, memplan_bin, tmp_path):
+    names = [
+        "</script><script>window.pwned = 1</script>",
+        "<img src=x onerror=\"window.pwned = 2\">",
+        "a&amp;b \"quoted\" 'single'",
+    ]
+    csv = tmp_path / "hostile.csv"
+    rows = ["id,lower,upper,size"]
+    for k, name in enumerate(names):
+        quoted = '"' + name.replace('"', '""') + '"'
+        rows.append(f"{quoted},{k},{k + 2},{1024 * (k + 1)}")
+    csv.write_text("\n".join(rows) + "\n")
+    page = tmp_path / "hostile.html"
+    run(memplan_bin, "report", csv, "-o", page)
+    open_report(browser, page)
+    assert browser.execute_script("return window.pwned === undefined")
+    assert browser.find_elements(By.CSS_SELECTOR, "img") == []
+    assert drawn_counts(browser) == [len(names)]
+    tip = browser.find_element(By.ID, "tooltip")
+    for name in names:
+        hover(browser, 0, name)
+        WebDriverWait(browser, 5).until(lambda d, name=name: name in tip.text)
+    # Clicking lists them, as text.
+    ActionChains(browser).click().perform()
+    assert names[-1] in browser.find_element(By.ID, "live-table").text
+    assert browser.execute_script("return window.pwned === undefined")
