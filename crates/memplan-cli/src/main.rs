@@ -394,7 +394,8 @@ enum InspectFormat {
 /// Options of `--planner search` (ignored by the other planners).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SearchArgs {
-    /// search: return the best plan found within this many seconds.
+    /// search: return the best plan found within this many seconds; never worse than
+    /// best-of, whose plan it starts from (all of it, even when that takes longer).
     #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
     pub time_limit: f64,
     /// search: seed of the preorder rotation and of the large-neighbourhood search.

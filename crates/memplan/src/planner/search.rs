@@ -102,9 +102,9 @@
 //! prover's nodes (the prover keeping its own order of preorders and budgets).
 //!
 //! Problems with more than [`EXACT_LIMIT`] unfixed buffers are not searched exactly: they
-//! start from the greedy candidates that fit in 7/8 of the time limit
-//! ([`super::best_of::run_until`]) and the rest goes to the large-neighbourhood search (LNS)
-//! ([`super::lns`]).
+//! start from best-of's plan (all of it, even when that takes longer than the time limit:
+//! search is never worse than best-of) and what is left of the limit goes to the
+//! large-neighbourhood search (LNS) ([`super::lns`]).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -466,17 +466,12 @@ impl Search {
             .max(fixed_top)
             .checked_next_multiple_of(g)
             .unwrap_or(u64::MAX);
-        let start = if exact {
-            BestOf.plan(problem)?
-        } else {
-            // Large: the greedy candidates that fit in 7/8 of the time, the rest goes to the
-            // LNS. (A start cut short stacks what it has not placed: on 10^6 buffers 3/4
-            // cut it on a loaded machine, for an arena 1,600 times the bound; from
-            // `SCALE_FROM` buffers the slab fallback of `run_until` stands in.)
-            BestOf
-                .plan_until(problem, started + (self.time_limit - self.time_limit / 8))?
-                .0
-        };
+        // The start is best-of's plan in full, whatever the time limit, so that search is
+        // never worse than best-of at any size (issue #46; before, a large problem whose
+        // limit ran out during the start got a plan cut short: 1.79x the bound at 10^7
+        // where best-of gives 1.10x). On a large problem the start may take longer than
+        // the limit; what is left of it goes to the exact search or the LNS.
+        let start = BestOf.plan(problem)?;
         let start_arena = start.arena_bytes.ok_or(PlanError::ArenaOverflow)?;
         let mut deadline = started + self.time_limit;
         // Large problems whose start took (nearly) all the time: no LNS, and the start plan
