@@ -132,7 +132,7 @@ class Violation:
 
 def plan(
     problem: Problem,
-    planner: str = "best-of",
+    planner: Optional[str] = None,
     *,
     time_limit: Optional[float] = None,
     alignment: int = 1,
@@ -145,7 +145,7 @@ def plan(
 ) -> PlanResult: ...
 def plan_file(
     path: Union[str, PathLike[str]],
-    planner: str = "best-of",
+    planner: Optional[str] = None,
     *,
     alignment: int = 1,
     time_limit: Optional[float] = None,

@@ -117,18 +117,20 @@ class MemplanAlgorithm:
     called with ``(alignment, specs, graph_module, graph_signature, extra_padding)``, it
     returns a ``MemoryAlgoResult``.
 
-    :param planner: ``"search"`` (default: anytime exact, proves optimality),
+    :param planner: ``None`` (default: memplan's default planner, ``search`` for at most
+        one second per arena, as ``memplan plan`` without ``--planner``), ``"search"``,
         ``"best-of"``, any name of :func:`memplan.planners`, or a callable
         ``problem -> offsets`` whose plan memplan checks before using it.
-    :param time_limit: seconds for ``search`` per arena.
+    :param time_limit: seconds for ``search`` per arena (default: one second for the
+        default planner, five for ``"search"``).
     :param target: an ExecuTorch ``TargetMemoryMap`` of banks with capacities.
     """
 
     def __init__(
         self,
-        planner: PlannerLike = "search",
+        planner: Optional[PlannerLike] = None,
         *,
-        time_limit: float = 2.0,
+        time_limit: Optional[float] = None,
         target: Optional[TargetMemoryMap] = None,
     ) -> None:
         self.planner = planner
@@ -144,8 +146,8 @@ class MemplanAlgorithm:
         planner = self.planner if planner is None else planner
         if callable(planner):
             offsets = [int(o) for o in planner(problem)]
-        elif planner == "search":
-            offsets = memplan.plan(problem, "search", time_limit=self.time_limit).offsets
+        elif planner is None or planner == "search":
+            offsets = memplan.plan(problem, planner, time_limit=self.time_limit).offsets
         else:
             offsets = memplan.plan(problem, planner).offsets
         _refuse_if_invalid(problem, offsets, f"the plan of {len(problem)} tensors")
@@ -373,9 +375,9 @@ class MemplanAlgorithm:
 
 
 def memplan_algorithm(
-    planner: PlannerLike = "search",
+    planner: Optional[PlannerLike] = None,
     *,
-    time_limit: float = 2.0,
+    time_limit: Optional[float] = None,
     target: Optional[TargetMemoryMap] = None,
 ) -> MemoryPlanningAlgorithmSuite:
     """The value for ``MemoryPlanningPass(memory_planning_algo=...)``: memplan in
@@ -386,9 +388,9 @@ def memplan_algorithm(
 
 
 def memplan_planning_pass(
-    planner: PlannerLike = "search",
+    planner: Optional[PlannerLike] = None,
     *,
-    time_limit: float = 2.0,
+    time_limit: Optional[float] = None,
     target: Optional[TargetMemoryMap] = None,
     alignment: int = 16,
     **pass_options: Any,

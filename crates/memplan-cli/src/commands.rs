@@ -48,13 +48,17 @@ struct Outcome {
     strip: Option<(Strip, StripOutcome)>,
     /// For search: whether the plan is proven optimal, nodes, why it stopped.
     search: Option<search::Outcome>,
+    /// The default planner ran (no `--planner`): its time budget.
+    default_budget: Option<Duration>,
 }
 
 /// search's options from the command line (its time limit counts from when the input
 /// was read: see [`memplan_session::plan::search_options`]).
 fn search_options(args: &SearchArgs) -> Result<Search> {
     Ok(Search {
-        time_limit: Duration::from_secs_f64(args.time_limit),
+        time_limit: args
+            .time_limit
+            .map_or(Search::DEFAULT.time_limit, Duration::from_secs_f64),
         node_limit: args.node_limit,
         seed: args.seed,
         threads: args.threads,
@@ -111,6 +115,7 @@ impl From<memplan_session::run::Output> for Outcome {
             attempts,
             strip,
             search,
+            default_budget: None,
         }
     }
 }
@@ -144,11 +149,16 @@ pub fn report(
     settings: &GraphSettings,
     search: &SearchArgs,
 ) -> Result<ExitCode> {
+    // No planner named: the default planner, within its budget unless a limit is given.
+    let mut options = search_options(search)?;
+    if planners.is_empty() && search.time_limit.is_none() {
+        options.time_limit = memplan_session::spec::DEFAULT_TIME_LIMIT;
+    }
     let request = memplan_session::report::ReportRequest {
         planners: planners.to_vec(),
         compare: compare.to_vec(),
         settings: settings.clone(),
-        search: search_options(search)?,
+        search: options,
         alignment,
     };
     let searching = planners
@@ -193,13 +203,17 @@ pub fn report(
 /// `memplan plan`.
 pub fn plan(
     file: &Path,
-    planner_name: &str,
+    planner_name: Option<&str>,
     format: Format,
     output: Option<&Path>,
     alignment: u64,
     settings: &GraphSettings,
     extras: &PlanExtras<'_>,
 ) -> Result<ExitCode> {
+    // No planner named: the default, search within its small budget (unless a time
+    // limit is given), and the outputs say so.
+    let defaulted = planner_name.is_none();
+    let planner_name = planner_name.unwrap_or(memplan_session::spec::DEFAULT_PLANNER);
     // A spec's options (`exclusive:rules=edges`, `npu:match=lifetime`) override the flags.
     let spec = PlannerSpec::parse(planner_name)?;
     let settings = &spec.settings(settings);
@@ -217,7 +231,13 @@ pub fn plan(
         settings: settings.clone(),
         npu: npu_args.options(),
         strip: spec.strip(extras.metric, extras.max_iters)?,
-        search: search_options(extras.search)?,
+        search: Search {
+            time_limit: match extras.search.time_limit {
+                None if defaulted => memplan_session::spec::DEFAULT_TIME_LIMIT,
+                _ => search_options(extras.search)?.time_limit,
+            },
+            ..search_options(extras.search)?
+        },
         alignment,
     };
     let read_started = Instant::now();
@@ -247,7 +267,8 @@ pub fn plan(
     let check_started = Instant::now();
     let executed = executed.with_context(|| format!("'{}'", file.display()))?;
     let npu_assignment = executed.npu;
-    let outcome = Outcome::from(executed.output);
+    let mut outcome = Outcome::from(executed.output);
+    outcome.default_budget = defaulted.then_some(request.search.time_limit);
     // A solution CSV is formatted while the plan is checked (at 10^7 buffers each takes
     // about a second); it is written only if the plan is valid.
     let plain_csv =
@@ -348,7 +369,12 @@ pub fn plan(
             if let (Some(input), Some(tflm)) = (&loaded.tflite, &tflm) {
                 crate::tflite::json_extras(input, tflm, &mut extra);
             }
+            if let Some(budget) = outcome.default_budget {
+                extra.insert("default_planner".into(), json!(true));
+                extra.insert("time_limit_s".into(), json!(budget.as_secs_f64()));
+            }
             if let Some(search) = &outcome.search {
+                extra.insert("start_arena_bytes".into(), json!(search.start_arena));
                 extra.insert("proven_optimal".into(), json!(search.proven_optimal));
                 extra.insert("search_nodes".into(), json!(search.nodes));
                 extra.insert("search_stop".into(), json!(search.stop.as_str()));
@@ -572,9 +598,14 @@ fn plan_table(
         lower_bound,
         base,
     } = numbers;
-    let planner_line = match outcome.chosen {
-        Some(chosen) => format!("{} (kept {chosen})", planner.name()),
-        None => planner.name().to_string(),
+    let planner_line = match (outcome.chosen, outcome.default_budget) {
+        (Some(chosen), _) => format!("{} (kept {chosen})", planner.name()),
+        (None, Some(budget)) => format!(
+            "{} (the default: best-of's plan, improved for at most {} s)",
+            planner.name(),
+            budget.as_secs_f64()
+        ),
+        (None, None) => planner.name().to_string(),
     };
     let mut rows = vec![("file", file.display().to_string())];
     rows.extend(graph);
@@ -620,6 +651,7 @@ fn plan_table(
     if let Some(search) = &outcome.search {
         let proven = if search.proven_optimal { "yes" } else { "no" };
         rows.extend([
+            ("best-of's arena", bytes(search.start_arena)),
             ("proven optimal", proven.to_string()),
             ("search lower bound", bytes(search.lower_bound)),
             ("search nodes", search.nodes.to_string()),

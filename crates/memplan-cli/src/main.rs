@@ -56,9 +56,11 @@ enum Command {
         /// a graph JSON (`.json`) or an ONNX model (`.onnx`).
         file: PathBuf,
         /// Which planner to run (see `memplan planners`), or a planner spec with options,
-        /// e.g. `npu:match=lifetime` (see doc/planners.md).
-        #[arg(long, short, default_value = "best-of")]
-        planner: String,
+        /// e.g. `npu:match=lifetime` (see doc/planners.md). Default: search for at most 1 s
+        /// (it starts from best-of's plan and stops as soon as it proves the arena optimal);
+        /// `--planner best-of` gives the greedy plan alone.
+        #[arg(long, short)]
+        planner: Option<String>,
         /// Output format: a summary table, the plan JSON, or a minimalloc solution CSV.
         #[arg(long, short, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -159,8 +161,8 @@ enum Command {
         /// (`memplan plan -f json`), drawn as it is.
         file: PathBuf,
         /// A planner spec to run and draw (repeatable, drawn in order; see `memplan
-        /// planners`). Default: best-of, and for a .tflite TFLite Micro's own planner
-        /// (tflm-greedy) first.
+        /// planners`). Default: as `memplan plan` (search for at most 1 s), and for a
+        /// .tflite TFLite Micro's own planner (tflm-greedy) first.
         #[arg(long, short)]
         planner: Vec<String>,
         /// A plan file of FILE's problem to check and draw beside them (repeatable): plan
@@ -396,8 +398,9 @@ enum InspectFormat {
 pub struct SearchArgs {
     /// search: return the best plan found within this many seconds; never worse than
     /// best-of, whose plan it starts from (all of it, even when that takes longer).
-    #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
-    pub time_limit: f64,
+    /// Default: 5 s for `--planner search`, 1 s when no planner is named.
+    #[arg(long, value_parser = parse_seconds, value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
     /// search: seed of the preorder rotation and of the large-neighbourhood search.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -518,7 +521,7 @@ fn main() -> ExitCode {
             base,
         } => commands::plan(
             &file,
-            &planner,
+            planner.as_deref(),
             format,
             output.as_deref(),
             alignment,

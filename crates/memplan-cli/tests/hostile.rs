@@ -169,6 +169,8 @@ fn plans_are_held_to_the_alignment_they_record() {
         let out = memplan(&[
             "plan",
             problem,
+            "--planner",
+            "best-of",
             "--alignment",
             "64",
             "--format",

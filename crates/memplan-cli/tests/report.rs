@@ -142,7 +142,7 @@ fn every_input_kind_gets_a_page_with_checked_plans() {
             &["best-of", "naive"],
             &["best-of", "naive"],
         ),
-        ("examples/mobilenet_v2.csv", &[], &["best-of"]),
+        ("examples/mobilenet_v2.csv", &[], &["search"]),
         (
             "examples/memops.csv",
             &["greedy-size-firstfit"],
@@ -159,7 +159,7 @@ fn every_input_kind_gets_a_page_with_checked_plans() {
             &["best-of", "search"],
             &["best-of", "search"],
         ),
-        (tflite, &[], &["tflm-greedy", "best-of"]),
+        (tflite, &[], &["tflm-greedy", "search"]),
     ];
     for (file, planners, titles) in cases {
         let page = dir.path().join("page.html");
@@ -221,7 +221,7 @@ fn a_plan_json_is_drawn_as_it_is_and_compared_plans_are_checked() {
     assert!(done.status.success(), "{}", text(&done.stderr));
     let plans = recheck(&page_data(&page));
     assert_eq!(plans.len(), 1);
-    assert_eq!(plans[0].0, "plan.json (best-of)");
+    assert_eq!(plans[0].0, "plan.json (search)");
 
     // A broken copy: two buffers live together on the same bytes.
     let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
@@ -262,9 +262,9 @@ fn a_plan_json_is_drawn_as_it_is_and_compared_plans_are_checked() {
     assert_eq!(
         verdicts,
         [
-            ("best-of", true),
+            ("search", true),
             ("naive.csv", true),
-            ("bad.json (best-of)", false)
+            ("bad.json (search)", false)
         ]
     );
     let violation = &data["plans"][2]["violations"][0];

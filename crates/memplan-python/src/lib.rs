@@ -523,16 +523,18 @@ fn run_interruptible<T: Send>(
 }
 
 /// Plans `problem` with `planner` (`best-of`, `search`, `strip`, any name of
-/// `memplan.planners()`). `time_limit` (seconds), `seed` and `threads` are `search`'s;
+/// `memplan.planners()`); by default `search` for at most one second (it starts from
+/// best-of's plan and stops once it proves the arena optimal), as `memplan plan` without
+/// `--planner`. `time_limit` (seconds), `seed` and `threads` are `search`'s;
 /// `metric`, `max_iters` and `max_reads` are `strip`'s; `alignment` raises every buffer's
 /// alignment. Every plan is checked before it is returned.
 #[pyfunction]
-#[pyo3(signature = (problem, planner = "best-of", *, time_limit = None, alignment = 1, seed = 0, threads = 0, metric = None, max_iters = None, max_reads = None, return_on_interrupt = true))]
+#[pyo3(signature = (problem, planner = None, *, time_limit = None, alignment = 1, seed = 0, threads = 0, metric = None, max_iters = None, max_reads = None, return_on_interrupt = true))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
     problem: Py<Problem>,
-    planner: &str,
+    planner: Option<&str>,
     time_limit: Option<f64>,
     #[pyo3(from_py_with = args::alignment)] alignment: u64,
     #[pyo3(from_py_with = args::seed)] seed: u64,
@@ -544,6 +546,9 @@ fn plan(
 ) -> Result<PlanResult> {
     let given = problem.clone_ref(py);
     let problem = problem.get();
+    // No planner named: the default planner within its small budget (as the CLI).
+    let defaulted = planner.is_none();
+    let planner = planner.unwrap_or(memplan_session::spec::DEFAULT_PLANNER);
     let base = planner::by_name(planner)?;
     let kind = memplan_session::spec::Kind::of(base);
     let is_search = kind == memplan_session::spec::Kind::Search;
@@ -568,6 +573,8 @@ fn plan(
         };
         if let Some(t) = time_limit {
             options.time_limit = seconds_arg("time_limit", t)?;
+        } else if defaulted {
+            options.time_limit = memplan_session::spec::DEFAULT_TIME_LIMIT;
         }
         Algorithm::Search(options)
     } else if is_strip {
@@ -639,16 +646,17 @@ fn plan(
 /// Returns `(problem, result)`: the problem the spec planned (for `exclusive`, its blocks
 /// with the exclusivity as conflict pairs; for `npu`, the platform's analysis), which
 /// `check(problem, result)` accepts, and the checked plan, its `max_live` the bound the
-/// CLI reports for the file. `time_limit`, `seed` and `threads` are `search`'s;
-/// `input_shapes` and `dims` ONNX's; `alias` and `inplace` switch the graph analysis'
+/// CLI reports for the file. The default planner is the CLI's (`search` for at most one
+/// second). `time_limit`, `seed` and `threads` are `search`'s; `input_shapes` and `dims`
+/// ONNX's; `alias` and `inplace` switch the graph analysis'
 /// sharing.
 #[pyfunction]
-#[pyo3(signature = (path, planner = "best-of", *, alignment = 1, time_limit = None, seed = 0, threads = 0, input_shapes = None, dims = None, alias = true, inplace = true))]
+#[pyo3(signature = (path, planner = None, *, alignment = 1, time_limit = None, seed = 0, threads = 0, input_shapes = None, dims = None, alias = true, inplace = true))]
 #[allow(clippy::too_many_arguments)]
 fn plan_file(
     py: Python<'_>,
     path: PathBuf,
-    planner: &str,
+    planner: Option<&str>,
     #[pyo3(from_py_with = args::alignment)] alignment: u64,
     time_limit: Option<f64>,
     #[pyo3(from_py_with = args::seed)] seed: u64,
@@ -659,6 +667,8 @@ fn plan_file(
     inplace: bool,
 ) -> Result<(Py<Problem>, PlanResult)> {
     use memplan_session::spec::{Kind, PlannerSpec};
+    let defaulted = planner.is_none();
+    let planner = planner.unwrap_or(memplan_session::spec::DEFAULT_PLANNER);
     let spec = PlannerSpec::parse(planner).map_err(|e| input(format!("{e:#}")))?;
     let is_search = spec.kind() == Kind::Search;
     check_search_args(is_search, planner, time_limit, seed, threads)?;
@@ -680,6 +690,7 @@ fn plan_file(
         threads,
         time_limit: match time_limit {
             Some(t) => seconds_arg("time_limit", t)?,
+            None if defaulted => memplan_session::spec::DEFAULT_TIME_LIMIT,
             None => Search::DEFAULT.time_limit,
         },
         ..Search::DEFAULT

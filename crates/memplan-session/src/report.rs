@@ -31,8 +31,9 @@ use crate::spec::{Kind, PlannerSpec};
 #[derive(Clone)]
 pub struct ReportRequest {
     /// Planner specs to run on the input, in order (`best-of`, `search`, `tflm-greedy`,
-    /// `exclusive:…`). Empty: `best-of`, and for a `.tflite` TFLite Micro's own planner
-    /// (`tflm-greedy`) first; none for a plan JSON input, which is its own plan.
+    /// `exclusive:…`). Empty: the default planner ([`crate::spec::DEFAULT_PLANNER`]), and
+    /// for a `.tflite` TFLite Micro's own planner (`tflm-greedy`) first; none for a plan
+    /// JSON input, which is its own plan.
     pub planners: Vec<String>,
     /// Plan files to check and draw beside the planners' plans.
     pub compare: Vec<PathBuf>,
@@ -120,10 +121,11 @@ pub fn report_file(file: &Path, request: &ReportRequest, hooks: &Hooks) -> Resul
         let lifetime_bound = session::max_live(&original, file)?;
         problems.push(original.clone());
         let specs = if request.planners.is_empty() {
+            let default = crate::spec::DEFAULT_PLANNER.to_string();
             if loaded.tflite.is_some() {
-                vec!["tflm-greedy".to_string(), "best-of".to_string()]
+                vec!["tflm-greedy".to_string(), default]
             } else {
-                vec!["best-of".to_string()]
+                vec![default]
             }
         } else {
             request.planners.clone()

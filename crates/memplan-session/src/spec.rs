@@ -41,6 +41,20 @@ use memplan_graph::Rules;
 
 use crate::input::GraphSettings;
 
+/// The planner every shell runs when none is named (`memplan plan FILE`, `memplan report`,
+/// `memplan.plan(problem)`, the ExecuTorch and TFLite Micro paths): `search`, which starts
+/// from best-of's plan and improves it until it proves the arena optimal or
+/// [`DEFAULT_TIME_LIMIT`] runs out. So a user who names no planner gets the best plan
+/// memplan finds within a small budget, never worse than best-of's.
+pub const DEFAULT_PLANNER: &str = "search";
+
+/// The time budget of [`DEFAULT_PLANNER`] when neither a planner nor a time limit is given:
+/// one second. On every model of `../shared/models` and `../shared/tflite` the search
+/// proves its arena optimal in a few milliseconds, so the budget matters only for hard
+/// instances (MiniMalloc's), which take all of it. A search named explicitly keeps its
+/// own default (five seconds).
+pub const DEFAULT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// `--slack` and the spec option `slack=`.
 pub fn parse_slack(text: &str) -> Result<Slack, String> {
     Slack::parse(text).ok_or_else(|| {
