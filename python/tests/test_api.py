@@ -33,8 +33,12 @@ def test_plan_check_and_bound():
     problem = three()
     assert len(problem) == 3 and problem.names == ["a", "b", "c"]
     assert problem.lower_bound() == 1536
+    # The default planner: search for at most a second, from best-of's plan.
     result = memplan.plan(problem)
-    assert result.planner == "best-of" and result.chosen
+    assert result.planner == "search" and result.proven_optimal and result.chosen is None
+    greedy = memplan.plan(problem, "best-of")
+    assert greedy.planner == "best-of" and greedy.chosen
+    assert result.arena <= greedy.arena
     assert (result.arena, result.lower_bound, result.ratio) == (1536, 1536, 1.0)
     assert (result.max_live, result.alignment) == (1536, 1)
     assert memplan.check(problem, result) == []

@@ -101,7 +101,9 @@ def cases():
 
     problem = three()
     yield "plan.problem", lambda v: memplan.plan(v), [None, 1, "p", [memplan.Buffer("a", 1, 0, 1)]]
-    yield "plan.planner", lambda v: memplan.plan(problem, v), BAD_STRS + ["nope", ""]
+    # None is the default planner.
+    not_none_strs = [v for v in BAD_STRS if v is not None]
+    yield "plan.planner", lambda v: memplan.plan(problem, v), not_none_strs + ["nope", ""]
     yield "plan.alignment", lambda v: memplan.plan(problem, alignment=v), BAD_INTS + [0]
     yield "plan.time_limit", lambda v: memplan.plan(problem, "search", time_limit=v), BAD_SECONDS
     yield "plan.seed", lambda v: memplan.plan(problem, "search", seed=v), BAD_INTS
