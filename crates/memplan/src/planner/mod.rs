@@ -119,20 +119,85 @@ pub fn by_name(name: &str) -> Result<&'static dyn Planner, UnknownPlanner> {
         .iter()
         .copied()
         .find(|p| p.name() == name)
-        .ok_or_else(|| UnknownPlanner {
-            name: name.to_string(),
-            known: all()
-                .iter()
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(", "),
+        .ok_or_else(|| {
+            let names: Vec<&str> = all().iter().map(|p| p.name()).collect();
+            UnknownPlanner {
+                name: name.to_string(),
+                suggestion: did_you_mean(name, &names).map(str::to_string),
+                known: names.join(", "),
+            }
         })
 }
 
 /// A planner name that no planner has.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown planner '{name}'; known planners: {known} (see `memplan planners`)")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownPlanner {
     pub name: String,
+    /// The known name closest to `name`, when one is close enough to be a typo.
+    pub suggestion: Option<String>,
     pub known: String,
+}
+
+impl std::fmt::Display for UnknownPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown planner '{}'; ", self.name)?;
+        match &self.suggestion {
+            Some(suggestion) => write!(f, "did you mean '{suggestion}'? Known planners: ")?,
+            None => write!(f, "known planners: ")?,
+        }
+        write!(f, "{} (see `memplan planners`)", self.known)
+    }
+}
+
+impl std::error::Error for UnknownPlanner {}
+
+/// The candidate closest to `word` by edit distance (case-insensitive), when it is within
+/// a third of the longer word's length (at least 1, at most 3 edits): a likely typo.
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    if word.len() > 64 {
+        return None; // not a typo of a name, and the distance would cost its square
+    }
+    let word = word.to_ascii_lowercase();
+    candidates
+        .iter()
+        .map(|&c| (edit_distance(&word, &c.to_ascii_lowercase()), c))
+        .filter(|&(d, c)| d <= (word.len().max(c.len()) / 3).clamp(1, 3))
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over characters (short words only: `O(len(a) * len(b))`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_planner_gets_a_suggestion() {
+        let message = |name: &str| match by_name(name) {
+            Ok(p) => panic!("'{name}' named {}", p.name()),
+            Err(e) => e.to_string(),
+        };
+        assert!(message("serch").contains("did you mean 'search'?"));
+        assert!(message("bestof").contains("did you mean 'best-of'?"));
+        assert!(message("Strip").contains("did you mean 'strip'?"));
+        assert!(message("greedy-breath").contains("did you mean 'greedy-breadth'?"));
+        let far = message("quantum");
+        assert!(!far.contains("did you mean") && far.contains("; known planners: naive"));
+        assert!(!message(&"x".repeat(100_000)).contains("did you mean"));
+    }
 }
