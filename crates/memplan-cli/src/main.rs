@@ -182,6 +182,14 @@ enum Command {
     },
     /// List the planners with a one-line description each.
     Planners,
+    /// Print a shell completion script for SHELL to standard output, e.g.
+    /// `memplan completions bash > ~/.local/share/bash-completion/completions/memplan`,
+    /// `memplan completions zsh > ~/.zfunc/_memplan`,
+    /// `memplan completions fish > ~/.config/fish/completions/memplan.fish`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Run planners on problem files and print arena, arena/bound and time for each, in one
     /// run; every plan is checked.
     Bench {
@@ -605,6 +613,11 @@ fn main() -> ExitCode {
             &search,
         ),
         Command::Planners => commands::planners(),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command_line(), "memplan", &mut script);
+            commands::emit(&String::from_utf8_lossy(&script), None).map(|()| ExitCode::SUCCESS)
+        }
         Command::Bench {
             files,
             planners,

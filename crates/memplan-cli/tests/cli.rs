@@ -2565,3 +2565,25 @@ fn capacity_verdicts_say_what_was_found_and_proven() {
         stderr(&out)
     );
 }
+
+#[test]
+fn completions_cover_every_subcommand_and_parse() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = memplan(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for word in ["plan", "report", "check", "bound", "inspect", "bench", "swap", "--planner"] {
+            assert!(script.contains(word), "{shell}: no '{word}'");
+        }
+    }
+    // The bash script is valid bash.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memplan.bash");
+    std::fs::write(&path, stdout(&memplan(&["completions", "bash"]))).unwrap();
+    if let Ok(check) = Command::new("bash").arg("-n").arg(&path).output() {
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    }
+    let out = memplan(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("possible values"));
+}
