@@ -373,3 +373,59 @@ def test_search_proves_a_bound_above_max_live_and_reports_it():
     assert (data["lower_bound_bytes"], data["search_lower_bound"]) == (6, 7)
     # Other planners keep max-live as their bound.
     assert memplan.plan(problem, "best-of").lower_bound == 6
+
+
+def _onnx_with_symbolic_batch(path):
+    """A one-node ONNX model (Relu) whose input 'x' has the symbolic dim 'batch', written
+    with a few lines of protobuf encoding (no onnx package needed)."""
+
+    def varint(n):
+        out = bytearray()
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    def field(number, value):
+        if isinstance(value, int):
+            return varint(number << 3) + varint(value)
+        data = value.encode() if isinstance(value, str) else value
+        return varint(number << 3 | 2) + varint(len(data)) + data
+
+    def value_info(name, dims):
+        shape = b"".join(
+            field(1, field(2, d) if isinstance(d, str) else field(1, d)) for d in dims
+        )
+        tensor = field(1, 1) + field(2, shape)  # elem_type FLOAT, shape
+        return field(1, name) + field(2, field(1, tensor))
+
+    node = field(1, "x") + field(2, "y") + field(3, "relu") + field(4, "Relu")
+    graph = (
+        field(1, node)
+        + field(2, "g")
+        + field(11, value_info("x", ["batch", 4]))
+        + field(12, value_info("y", ["batch", 4]))
+    )
+    model = field(1, 8) + field(8, field(1, "") + field(2, 17)) + field(7, graph)
+    path.write_bytes(model)
+    return path
+
+
+def test_onnx_shape_errors_name_the_python_arguments(tmp_path):
+    model = _onnx_with_symbolic_batch(tmp_path / "symbolic.onnx")
+    for call in (
+        lambda: memplan.load_onnx(model),
+        lambda: memplan.plan_file(model),
+    ):
+        with pytest.raises(memplan.ModelError) as error:
+            call()
+        text = str(error.value)
+        assert 'input_shapes={"x": [' in text and 'dims={"batch": n}' in text, text
+        assert "--input-shape" not in text and "--dim" not in text, text
+    problem = memplan.load_onnx(model, dims={"batch": 2})
+    assert problem.buffers and all(b.size == 2 * 4 * 4 for b in problem.buffers)
+    with pytest.raises(memplan.ModelError) as error:
+        memplan.load_onnx(model, dims={"batch": 2, "nope": 1})
+    text = str(error.value)
+    assert "dims names 'nope'" in text and "--dim" not in text, text

@@ -1,7 +1,9 @@
 //! `memplan`: plan, check and bound the memory of tensors from the command line.
 //!
-//! Exit status: 0 on success, 1 when `memplan check` finds violations, 2 on bad input or
-//! usage (the message says which file, line or field was wrong).
+//! Exit status: 0 on success, 1 when `memplan check` finds violations (or `memplan report`
+//! draws an invalid plan), 2 on bad input or usage (the message says which file, line or
+//! field was wrong), 3 and 4 for `--planner search --capacity`: no plan fits (proven), or
+//! the limit ran out first.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,11 +51,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Plan the buffers of FILE (a minimalloc CSV, a graph JSON or an ONNX model) and print
-    /// the plan.
+    /// Plan the buffers of FILE (a minimalloc CSV or another CSV, a graph JSON, an ONNX or a
+    /// TFLite model) and print the plan.
     Plan {
         /// The problem: a minimalloc CSV (`id,lower,upper,size[,alignment,offset,hint,gaps]`),
-        /// a graph JSON (`.json`) or an ONNX model (`.onnx`).
+        /// a memory-operation CSV or pool trace, a graph JSON (`.json`), an ONNX model
+        /// (`.onnx`) or a TFLite model (`.tflite`, planned as TFLite Micro plans it).
         file: PathBuf,
         /// Which planner to run (see `memplan planners`), or a planner spec with options,
         /// e.g. `npu:match=lifetime` (see doc/planners.md). Default: search for at most 1 s
@@ -102,7 +105,8 @@ enum Command {
     },
     /// Check PLAN (plan JSON or solution CSV) against PROBLEM; exit 1 listing every violation.
     Check {
-        /// The problem the plan claims to solve (minimalloc CSV, graph JSON or ONNX).
+        /// The problem the plan claims to solve (any input of `plan`: a CSV, graph JSON,
+        /// ONNX or TFLite model).
         problem: PathBuf,
         /// The plan: plan JSON (`memplan plan --format json`) or a CSV with an `offset` column.
         /// Left out for a `.tflite`, the offline plan embedded in the model is checked.
@@ -119,7 +123,7 @@ enum Command {
     },
     /// Print the max-live lower bound of FILE: no valid plan has a smaller arena.
     Bound {
-        /// The problem (minimalloc CSV, graph JSON or ONNX).
+        /// The problem (any input of `plan`: a CSV, graph JSON, ONNX or TFLite model).
         file: PathBuf,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = ReportFormat::Table)]
@@ -138,11 +142,11 @@ enum Command {
         /// columns are those of the reference `tensors.csv` files), or JSON with everything.
         #[arg(long, short, value_enum, default_value_t = InspectFormat::Table)]
         format: InspectFormat,
-        /// Print the exclusive pairs of blocks (methods.md §1) under `--exclusive-rules`
+        /// Print the exclusive pairs of blocks (the exclusive method's rules) under `--exclusive-rules`
         /// instead of the tensors: one row per block, or one per pair in CSV and JSON.
         #[arg(long)]
         exclusive: bool,
-        /// Print every operator's configuration (methods.md §2) instead of the tensors:
+        /// Print every operator's configuration (the npu method's groups) instead of the tensors:
         /// its group on the `--platform`, the tensors present while it runs with their
         /// usage periods, and its width (their bytes).
         #[arg(long, conflicts_with = "exclusive")]
@@ -193,7 +197,7 @@ enum Command {
     /// Run planners on problem files and print arena, arena/bound and time for each, in one
     /// run; every plan is checked.
     Bench {
-        /// Problem files: minimalloc CSV, graph JSON or ONNX.
+        /// Problem files: any input of `plan` (CSV, graph JSON, ONNX, TFLite).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Comma-separated planner specs (default: every planner): a name, or a name with
@@ -213,11 +217,11 @@ enum Command {
         #[command(flatten)]
         npu: npu::NpuArgs,
     },
-    /// Method 3, the profile-guided tensor pool: train a plan from an allocation trace,
+    /// The pool method, a profile-guided tensor pool: train a plan from an allocation trace,
     /// replay traces through allocators, compare them.
     #[command(subcommand)]
     Pool(pool::PoolCommand),
-    /// Method 4, swap and compression by graph rewriting, on one training step built from
+    /// The swap method, swap and compression by graph rewriting, on one training step built from
     /// a PipeDream profile (`graph.txt`) or an ONNX model (`.onnx`, roofline latencies):
     /// the no-swap baseline (`--planner none`), or planners that insert
     /// reductions and restores until the simulated peak fits `--budget`, or for the

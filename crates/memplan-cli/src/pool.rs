@@ -32,7 +32,7 @@ macro_rules! outp {
 /// The `memplan pool` verbs.
 #[derive(Subcommand, Debug)]
 pub enum PoolCommand {
-    /// Train a pool plan (method 3) from one iteration of TRACE and print its statistics.
+    /// Train a pool plan (the pool method) from one iteration of TRACE and print its statistics.
     Train {
         /// The allocation trace (CSV, or a replay `.bin`).
         trace: PathBuf,

@@ -26,7 +26,7 @@ use crate::table;
 pub enum SwapPlanner {
     /// No swapping: the baseline step time and peak.
     None,
-    /// The method (methods.md §4) with the improvements chosen by `--improvements`.
+    /// The swap method as published, with the improvements chosen by `--improvements`.
     Method,
     /// The TF-LMS-like level-distance baseline.
     Lms,

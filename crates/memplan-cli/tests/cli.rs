@@ -2572,7 +2572,16 @@ fn completions_cover_every_subcommand_and_parse() {
         let out = memplan(&["completions", shell]);
         assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
         let script = stdout(&out);
-        for word in ["plan", "report", "check", "bound", "inspect", "bench", "swap", "--planner"] {
+        for word in [
+            "plan",
+            "report",
+            "check",
+            "bound",
+            "inspect",
+            "bench",
+            "swap",
+            "--planner",
+        ] {
             assert!(script.contains(word), "{shell}: no '{word}'");
         }
     }
@@ -2581,7 +2590,11 @@ fn completions_cover_every_subcommand_and_parse() {
     let path = dir.path().join("memplan.bash");
     std::fs::write(&path, stdout(&memplan(&["completions", "bash"]))).unwrap();
     if let Ok(check) = Command::new("bash").arg("-n").arg(&path).output() {
-        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
     }
     let out = memplan(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));

@@ -190,8 +190,52 @@ impl From<memplan_onnx::OnnxError> for Error {
                 // Too large, not text, or refused in its first bytes: the content's fault.
                 _ => Error(ModelError::new_err(e.to_string())),
             },
-            _ => Error(ModelError::new_err(e.to_string())),
+            _ => Error(ModelError::new_err(
+                python_words(&e).unwrap_or_else(|| e.to_string()),
+            )),
         }
+    }
+}
+
+/// The message of an ONNX import error that names the CLI's `--input-shape`/`--dim`, in
+/// the words of the Python arguments (`input_shapes=`, `dims=`); `None` for the others.
+fn python_words(e: &memplan_onnx::OnnxError) -> Option<String> {
+    use memplan_onnx::OnnxError;
+    match e {
+        OnnxError::SymbolicDim {
+            source_name,
+            input,
+            dim,
+            param,
+            ..
+        } => {
+            let name = param.trim_start_matches(" ('").trim_end_matches("')");
+            let or_dims = if param.is_empty() {
+                String::new()
+            } else {
+                format!(" or dims={{{name:?}: n}}")
+            };
+            Some(format!(
+                "{source_name}: graph input '{input}', dim {dim}{param}: the size is not a number; give it with input_shapes={{{input:?}: [d0, d1, ...]}}{or_dims}"
+            ))
+        }
+        OnnxError::InputWithoutShape { source_name, input } => Some(format!(
+            "{source_name}: graph input '{input}' has no tensor shape in the file; give it with input_shapes={{{input:?}: [d0, d1, ...]}}"
+        )),
+        OnnxError::UnusedOverride {
+            source_name,
+            option,
+            name,
+            what,
+        } => {
+            let argument = match *option {
+                "input-shape" => "input_shapes",
+                "dim" => "dims",
+                other => other,
+            };
+            Some(format!("{source_name}: {argument} names '{name}', which {what}"))
+        }
+        _ => None,
     }
 }
 
@@ -237,7 +281,16 @@ pub fn session(e: anyhow::Error) -> Error {
             _ => {}
         }
     }
-    let message = format!("{e:#}");
+    let mut message = format!("{e:#}");
+    for cause in e.chain() {
+        if let Some(words) = cause
+            .downcast_ref::<memplan_onnx::OnnxError>()
+            .and_then(python_words)
+        {
+            let cli = cause.to_string();
+            message = message.replace(&cli, &words);
+        }
+    }
     for cause in e.chain() {
         if cause
             .downcast_ref::<memplan_session::run::InvalidPlan>()

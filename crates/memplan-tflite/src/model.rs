@@ -204,9 +204,26 @@ pub(crate) fn root<'a>(bytes: &'a [u8], file: &str) -> Result<fb::Model<'a>, Tfl
             },
         });
     }
-    fb::root_as_model_with_opts(&verifier_options(), bytes).map_err(|e| TfliteError::NotTflite {
-        file: file.to_string(),
-        why: format!("the flatbuffer is malformed: {e}"),
+    fb::root_as_model_with_opts(&verifier_options(), bytes).map_err(|e| {
+        // Out-of-bounds offsets in a file with the right identifier: almost always a file
+        // cut short (an interrupted download or copy) or corrupted; say that first, and
+        // keep the verifier's words for whoever debugs a converter.
+        let cut = matches!(
+            e,
+            flatbuffers::InvalidFlatbuffer::RangeOutOfBounds { .. }
+                | flatbuffers::InvalidFlatbuffer::SignedOffsetOutOfBounds { .. }
+        );
+        TfliteError::NotTflite {
+            file: file.to_string(),
+            why: if cut {
+                format!(
+                    "its {} bytes end before the data they point to: the file looks truncated or corrupted (copy or export it again); the flatbuffer verifier says: {e}",
+                    bytes.len()
+                )
+            } else {
+                format!("its flatbuffer is malformed ({e}); export the model again")
+            },
+        }
     })
 }
 

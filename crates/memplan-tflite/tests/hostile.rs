@@ -82,6 +82,15 @@ fn every_truncation_is_an_error() {
                 matches!(err, TfliteError::NotTflite { .. }),
                 "{file}: {err:?}"
             );
+            // Past the identifier, the message says what happened in words a user can
+            // act on, not only the verifier's.
+            if len >= 8 {
+                let text = err.to_string();
+                assert!(
+                    text.contains("truncated") || text.contains("export the model again"),
+                    "{file}: {text}"
+                );
+            }
         }
     }
 }

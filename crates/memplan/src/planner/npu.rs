@@ -667,7 +667,7 @@ impl Planner for Npu {
     }
 
     fn description(&self) -> &'static str {
-        "methods.md §2: shared objects in three groups (accelerated, in-place, widest operator first); match=exact by default (a deviation: only pool buffers of exactly the tensor's size; the method's size match is match=size), or size or lifetime match; objects placed by an offset planner over their lifetimes (or end to end)"
+        "the NPU shared-objects method: shared objects in three groups (accelerated, in-place, widest operator first); match=exact by default (a deviation: only pool buffers of exactly the tensor's size; the method's size match is match=size), or size or lifetime match; objects placed by an offset planner over their lifetimes (or end to end)"
     }
 
     fn plan(&self, problem: &Problem) -> Result<Plan, PlanError> {
