@@ -56,7 +56,8 @@ enum Command {
     Plan {
         /// The problem: a minimalloc CSV (`id,lower,upper,size[,alignment,offset,hint,gaps]`),
         /// a memory-operation CSV or pool trace, a graph JSON (`.json`), an ONNX model
-        /// (`.onnx`) or a TFLite model (`.tflite`, planned as TFLite Micro plans it).
+        /// (`.onnx`) or a TFLite model (`.tflite`, planned as TFLite Micro plans it); `-`
+        /// reads standard input (its kind told by its first bytes).
         file: PathBuf,
         /// Which planner to run (see `memplan planners`), or a planner spec with options,
         /// e.g. `npu:match=lifetime` (see doc/planners.md). Default: search for at most 1 s
@@ -555,6 +556,11 @@ fn main() -> ExitCode {
             platform,
             graph,
         } => match plan {
+            Some(plan) if input::is_stdin(&problem) && input::is_stdin(&plan) => {
+                Err(anyhow::anyhow!(
+                    "memplan check: the problem and the plan cannot both be read from standard input ('-'); give one of them as a file"
+                ))
+            }
             Some(plan) => commands::check(
                 &problem,
                 &plan,

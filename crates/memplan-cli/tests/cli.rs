@@ -2600,3 +2600,74 @@ fn completions_cover_every_subcommand_and_parse() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("possible values"));
 }
+
+/// `memplan` with `input` on standard input.
+fn memplan_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplan"))
+        .args(args)
+        .current_dir(root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the memplan binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+#[test]
+fn a_dash_reads_standard_input_of_every_kind() {
+    let files = [
+        "examples/small.csv",
+        "examples/memops.csv",
+        "examples/small_cnn.json",
+        "crates/memplan-onnx/tests/data/small.onnx",
+        "crates/memplan-tflite/tests/data/branchy.tflite",
+    ];
+    for file in files {
+        let bytes = std::fs::read(root().join(file)).unwrap();
+        let from_file = memplan(&["plan", file, "-p", "best-of", "-f", "json"]);
+        let from_stdin = memplan_stdin(&["plan", "-", "-p", "best-of", "-f", "json"], &bytes);
+        assert!(
+            from_stdin.status.success(),
+            "{file}: {}",
+            stderr(&from_stdin)
+        );
+        let offsets = |out: &Output| {
+            let plan: serde_json::Value = serde_json::from_str(&stdout(out)).unwrap();
+            plan["buffers"].clone()
+        };
+        assert_eq!(offsets(&from_file), offsets(&from_stdin), "{file}");
+    }
+    // check: the problem or the plan from standard input, not both.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let plan = plan.to_str().unwrap();
+    assert!(
+        memplan(&["plan", "examples/small.csv", "-f", "json", "-o", plan])
+            .status
+            .success()
+    );
+    let csv = std::fs::read(root().join("examples/small.csv")).unwrap();
+    assert!(memplan_stdin(&["check", "-", plan], &csv).status.success());
+    let text = std::fs::read(plan).unwrap();
+    assert!(memplan_stdin(&["check", "examples/small.csv", "-"], &text)
+        .status
+        .success());
+    let both = memplan_stdin(&["check", "-", "-"], &csv);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(stderr(&both).contains("cannot both be read from standard input"));
+    // Garbage and emptiness are clear errors, not panics.
+    for input in [&b""[..], b"\n", b"\xff\xfe\x00\x01garbage"] {
+        let out = memplan_stdin(&["plan", "-"], input);
+        assert_eq!(out.status.code(), Some(2), "{input:?}");
+        assert!(!stderr(&out).contains("panicked"), "{input:?}");
+    }
+}

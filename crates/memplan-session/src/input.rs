@@ -70,7 +70,17 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    /// The kind of `path` by its extension; standard input (`-`) by its first bytes: `{`
+    /// a graph JSON (or a plan JSON, where one is read), `TFL3` at byte 4 a TFLite model,
+    /// UTF-8 text a CSV, anything else an ONNX model.
     pub fn of(path: &Path) -> FileKind {
+        if memplan::io::file::is_stdin(path) {
+            return match memplan::io::file::stdin_bytes() {
+                Ok(bytes) => FileKind::sniff(bytes),
+                // The reader that follows reports the error.
+                Err(_) => FileKind::MinimallocCsv,
+            };
+        }
         let extension = path
             .extension()
             .and_then(|e| e.to_str())
@@ -82,6 +92,28 @@ impl FileKind {
             _ => FileKind::MinimallocCsv,
         }
     }
+
+    /// The kind of an input from its first bytes (see [`FileKind::of`]).
+    pub fn sniff(bytes: &[u8]) -> FileKind {
+        let text = std::str::from_utf8(bytes)
+            .ok()
+            .filter(|t| !t.contains('\0'));
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if bytes.get(4..8) == Some(b"TFL3") {
+            FileKind::Tflite
+        } else if text.is_some() && matches!(first, Some(b'{') | Some(b'[')) {
+            FileKind::GraphJson
+        } else if text.is_some() || bytes.starts_with(b"\xEF\xBB\xBF") {
+            FileKind::MinimallocCsv
+        } else {
+            FileKind::Onnx
+        }
+    }
+}
+
+/// Whether `path` names standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    memplan::io::file::is_stdin(path)
 }
 
 /// Reads a whole file as UTF-8 text, at most [`memplan::io::file::MAX_TEXT_BYTES`].
@@ -224,6 +256,12 @@ pub fn is_operations_csv(path: &Path) -> bool {
         return false;
     }
     let mut head = Vec::new();
+    if memplan::io::file::is_stdin(path) {
+        return memplan::io::file::stdin_bytes().is_ok_and(|bytes| {
+            let head = &bytes[..bytes.len().min(64 * 1024)];
+            memops::looks_like_operations(&String::from_utf8_lossy(head))
+        });
+    }
     let read = std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
     read.is_ok() && memops::looks_like_operations(&String::from_utf8_lossy(&head))
 }

@@ -156,27 +156,24 @@ pub fn read_file(path: &std::path::Path) -> Result<Model, TfliteError> {
     read_model(&bytes, &path.display().to_string())
 }
 
-/// Reads a whole file of at most [`MAX_FILE_BYTES`], naming it in errors.
+/// Reads a whole file of at most [`MAX_FILE_BYTES`] (`-`: standard input), naming it in
+/// errors.
 pub fn read_bytes(path: &std::path::Path) -> Result<Vec<u8>, TfliteError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| TfliteError::Io {
-        file: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| TfliteError::Io {
+    use memplan::io::file::FileError;
+    memplan::io::file::read_bytes(path, MAX_FILE_BYTES).map_err(|e| match e {
+        FileError::TooLarge { limit, .. } => TfliteError::TooLarge {
             file: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(TfliteError::TooLarge {
+            limit,
+        },
+        FileError::Io { source, .. } => TfliteError::Io {
             file: path.display().to_string(),
-            limit: MAX_FILE_BYTES,
-        });
-    }
-    Ok(bytes)
+            message: source.to_string(),
+        },
+        other => TfliteError::Io {
+            file: path.display().to_string(),
+            message: other.to_string(),
+        },
+    })
 }
 
 /// The verifier's limits: generous for real models, bounded for hostile ones.

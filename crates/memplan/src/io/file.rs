@@ -1,9 +1,51 @@
 //! Reading input files with a size cap: every reader of memplan goes through here, so no
 //! input (a huge file, `/dev/zero`, a FIFO that never ends) can make memplan read without
 //! bound.
+//!
+//! The path `-` ([`STDIN`]) is standard input: read once, at most [`MAX_STDIN_BYTES`], and
+//! kept, so that every reader of `-` in one process sees the same bytes (a caller that
+//! first sniffs the input's kind, then reads it, reads it twice).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The path that names standard input.
+pub const STDIN: &str = "-";
+
+/// The most bytes read from standard input: the largest cap of any reader (ONNX's).
+pub const MAX_STDIN_BYTES: u64 = 2 << 30;
+
+/// Whether `path` names standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN
+}
+
+static STDIN_BYTES: OnceLock<Result<Vec<u8>, (std::io::ErrorKind, String)>> = OnceLock::new();
+
+/// Standard input, read on the first call (at most [`MAX_STDIN_BYTES`]) and kept.
+pub fn stdin_bytes() -> Result<&'static [u8], FileError> {
+    let read = STDIN_BYTES.get_or_init(|| {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(MAX_STDIN_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map(|_| bytes)
+            .map_err(|e| (e.kind(), e.to_string()))
+    });
+    match read {
+        Ok(bytes) if bytes.len() as u64 > MAX_STDIN_BYTES => Err(FileError::TooLarge {
+            path: PathBuf::from(STDIN),
+            limit: MAX_STDIN_BYTES,
+        }),
+        Ok(bytes) => Ok(bytes),
+        Err((kind, message)) => Err(FileError::Io {
+            path: PathBuf::from(STDIN),
+            source: std::io::Error::new(*kind, message.clone()),
+        }),
+    }
+}
 
 /// The largest text input read (CSV, graph JSON, plan JSON, traces): 1 GiB, about ten
 /// times a 10^7-buffer minimalloc CSV.
@@ -46,6 +88,19 @@ fn read_with(
         path: path.to_path_buf(),
         source,
     };
+    if is_stdin(path) {
+        let all = stdin_bytes()?;
+        if all.len() as u64 > limit {
+            return Err(FileError::TooLarge {
+                path: path.to_path_buf(),
+                limit,
+            });
+        }
+        for (k, chunk) in all.chunks(1 << 16).enumerate() {
+            check(chunk, (k as u64) << 16)?;
+        }
+        return Ok(all.to_vec());
+    }
     let file = std::fs::File::open(path).map_err(io)?;
     let hint = file.metadata().map(|m| m.len()).unwrap_or(0).min(limit);
     let mut bytes = Vec::with_capacity(hint as usize);
