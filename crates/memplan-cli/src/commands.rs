@@ -68,33 +68,24 @@ fn search_options(args: &SearchArgs) -> Result<Search> {
     })
 }
 
-/// Runs `work` with a progress line of the search on stderr (overwritten in place on a
-/// terminal, one line per update otherwise).
-fn with_search_progress<T>(work: impl FnOnce(&Hooks) -> T) -> T {
-    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let show = |p: search::Progress| {
-        let line = format!(
-            "search: best {} bytes, bound {} bytes, {} nodes, {:.1} s",
-            p.best,
-            p.lower_bound,
-            p.nodes,
-            p.elapsed.as_secs_f64()
-        );
-        if terminal {
-            note!("\r{line}\x1b[K");
-        } else {
-            noteln!("{line}");
-        }
-    };
-    let hooks = Hooks {
-        progress: Some(&show),
-        cancel: None,
-    };
-    let result = work(&hooks);
-    if terminal {
-        noteln!();
-    }
-    result
+/// Runs `work` with a bar of the search's time limit on stderr (a terminal only): its
+/// best arena, its bound and its nodes as it goes.
+fn with_search_progress<T: Send>(limit: Duration, work: impl FnOnce(&Hooks) -> T + Send) -> T {
+    progress::with_time_bar("search", limit, |message| {
+        let show = |p: search::Progress| {
+            message(format!(
+                "best {}, bound {}, {} nodes",
+                memplan::render::short_bytes(p.best),
+                memplan::render::short_bytes(p.lower_bound),
+                p.nodes
+            ))
+        };
+        let hooks = Hooks {
+            progress: Some(&show),
+            cancel: None,
+        };
+        work(&hooks)
+    })
 }
 
 impl From<memplan_session::run::Output> for Outcome {
@@ -165,7 +156,9 @@ pub fn report(
         .iter()
         .any(|p| p.split(':').next() == Some("search"));
     let built = if searching {
-        with_search_progress(|hooks| memplan_session::report::report_file(file, &request, hooks))
+        with_search_progress(request.search.time_limit, |hooks| {
+            memplan_session::report::report_file(file, &request, hooks)
+        })
     } else {
         progress::with_spinner(format!("report of '{}'", file.display()), || {
             memplan_session::report::report_file(file, &request, &Hooks::default())
@@ -256,7 +249,9 @@ pub fn plan(
     let npu = staged.npu.as_ref();
     let problem = &staged.problem;
     let executed = if kind == Kind::Search {
-        with_search_progress(|hooks| session::execute(&staged, &request, ready, hooks))
+        with_search_progress(request.search.time_limit, |hooks| {
+            session::execute(&staged, &request, ready, hooks)
+        })
     } else {
         let message = format!("{}: {} buffers", planner.name(), problem.len());
         progress::with_spinner(message, || {

@@ -11,18 +11,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use memplan_graph::{Options, Order};
 
-/// Writes to standard error, ignoring a failure: with stderr closed or full there is
-/// nowhere left to report it, and a message must never turn into a panic (exit 101).
-macro_rules! note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-/// [`note!`] with a newline.
+/// Writes a line to standard error, ignoring a failure: with stderr closed or full there
+/// is nowhere left to report it, and a message must never turn into a panic (exit 101).
 macro_rules! noteln {
-    () => { note!("\n") };
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), $($arg)*);

@@ -351,25 +351,37 @@ fn train_command(
 
 fn sweep(path: &Path, args: &TrainArgs, intervals: &[u64]) -> Result<ExitCode> {
     let trace = read_trace(path, args)?;
+    if intervals.contains(&0) {
+        bail!("--intervals: a class interval must be at least 1");
+    }
+    let total = (intervals.len() * Order::ALL.len()) as u64;
+    // Every interval and order trained (seconds each on a large trace), a bar showing it.
+    let trained = crate::progress::with_count_bar("pool sweep", total, |tick| {
+        let mut plans = Vec::new();
+        for &g in intervals {
+            for order in Order::ALL {
+                let mut options = options(&trace, args)?;
+                options.class_interval = g;
+                options.order = order;
+                // Only the numbers are kept: one plan in memory at a time.
+                let plan = train(&trace, &options)?;
+                plans.push((g, order, plan.blocks.len(), plan.stats()));
+                tick();
+            }
+        }
+        anyhow::Ok(plans)
+    })?;
     let mut rows = Vec::new();
     let mut best: Option<(u64, u64, Order)> = None;
-    for &g in intervals {
-        if g == 0 {
-            bail!("--intervals: a class interval must be at least 1");
-        }
-        for order in Order::ALL {
-            let mut options = options(&trace, args)?;
-            options.class_interval = g;
-            options.order = order;
-            let plan = train(&trace, &options)?;
-            let stats = plan.stats();
+    {
+        for (g, order, blocks, stats) in trained {
             if best.is_none() || best.is_some_and(|(arena, _, _)| stats.arena_bytes < arena) {
                 best = Some((stats.arena_bytes, g, order));
             }
             rows.push(vec![
                 g.to_string(),
                 order.name().to_string(),
-                plan.blocks.len().to_string(),
+                blocks.to_string(),
                 mib(stats.total_bytes),
                 format!("{:.3}", stats.ratio),
                 mib(stats.arena_bytes),

@@ -394,14 +394,19 @@ pub fn run(args: &SwapArgs) -> Result<ExitCode> {
     if planners.len() > 1 && writes.iter().any(Option::is_some) {
         bail!("--write-json, --write-dot, --profile-csv and --profile-svg need one planner, not --planner all");
     }
-    let mut outcomes = Vec::new();
-    for planner in planners {
-        let outcome = planner::plan(graph, planner, &setup)?;
-        if outcomes.is_empty() {
-            write_outputs(args, &outcome.graph, &outcome.run)?;
+    let total = planners.len() as u64;
+    let outcomes = crate::progress::with_count_bar("swap: planning", total, |tick| {
+        let mut outcomes = Vec::new();
+        for planner in planners {
+            let outcome = planner::plan(graph, planner, &setup)?;
+            if outcomes.is_empty() {
+                write_outputs(args, &outcome.graph, &outcome.run)?;
+            }
+            outcomes.push((planner, outcome));
+            tick();
         }
-        outcomes.push((planner, outcome));
-    }
+        anyhow::Ok(outcomes)
+    })?;
     let goal_text = match goal {
         Goal::Budget(b) => format!("peak <= {}", table::bytes(b)),
         Goal::MaxOverhead(o) => format!(

@@ -2671,3 +2671,27 @@ fn a_dash_reads_standard_input_of_every_kind() {
         assert!(!stderr(&out).contains("panicked"), "{input:?}");
     }
 }
+
+/// Progress is for people: a bar on a terminal, nothing on a pipe or file (scripts that
+/// capture stderr get only warnings and errors).
+#[test]
+fn progress_is_silent_when_stderr_is_not_a_terminal() {
+    let runs: [&[&str]; 4] = [
+        &["plan", "examples/small.csv"],
+        &[
+            "plan",
+            "examples/mobilenet_v2.csv",
+            "-p",
+            "search",
+            "--time-limit",
+            "0.5",
+        ],
+        &["pool", "sweep", "examples/pool_trace.csv"],
+        &["bound", "examples/small.csv"],
+    ];
+    for args in runs {
+        let out = memplan(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
