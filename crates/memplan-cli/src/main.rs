@@ -36,6 +36,10 @@ mod tflite;
 #[derive(Parser, Debug)]
 #[command(name = "memplan", version, about, long_about = None)]
 struct Cli {
+    /// Read text inputs (CSV, graph JSON, plan JSON) of up to this many bytes instead of
+    /// 1 GiB, e.g. `4GiB` to check the plan JSON of 10^7 buffers (about 3 GB).
+    #[arg(long, global = true, value_name = "BYTES", value_parser = swap::parse_bytes)]
+    max_input_bytes: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -508,6 +512,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    if let Some(limit) = cli.max_input_bytes {
+        memplan::io::file::set_max_text_bytes(limit);
+    }
     let result = match cli.command {
         Command::Plan {
             file,
@@ -667,6 +674,15 @@ fn main() -> ExitCode {
                 .collect::<Vec<_>>()
                 .join("\n");
             noteln!("error: {text}");
+            let too_large = error.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<memplan::io::file::FileError>(),
+                    Some(memplan::io::file::FileError::TooLarge { .. })
+                )
+            });
+            if too_large {
+                noteln!("note: memplan reads larger inputs with --max-input-bytes BYTES (e.g. --max-input-bytes 4GiB)");
+            }
             ExitCode::from(2)
         }
     }

@@ -2695,3 +2695,19 @@ fn progress_is_silent_when_stderr_is_not_a_terminal() {
         assert_eq!(stderr(&out), "", "{args:?}");
     }
 }
+
+/// The read cap of text inputs is a flag: lowered here (a test cannot write 4 GB), the
+/// error says which file and how to raise it.
+#[test]
+fn the_input_cap_is_named_and_can_be_changed() {
+    let out = memplan(&["--max-input-bytes", "100", "plan", "examples/small.csv"]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stderr(&out);
+    assert!(
+        text.contains("'examples/small.csv' is larger than 100 bytes"),
+        "{text}"
+    );
+    assert!(text.contains("--max-input-bytes"), "{text}");
+    let out = memplan(&["plan", "examples/small.csv", "--max-input-bytes", "1KiB"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

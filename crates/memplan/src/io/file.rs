@@ -23,21 +23,25 @@ pub fn is_stdin(path: &Path) -> bool {
 
 static STDIN_BYTES: OnceLock<Result<Vec<u8>, (std::io::ErrorKind, String)>> = OnceLock::new();
 
+fn stdin_cap() -> u64 {
+    MAX_STDIN_BYTES.max(max_text_bytes())
+}
+
 /// Standard input, read on the first call (at most [`MAX_STDIN_BYTES`]) and kept.
 pub fn stdin_bytes() -> Result<&'static [u8], FileError> {
     let read = STDIN_BYTES.get_or_init(|| {
         let mut bytes = Vec::new();
         std::io::stdin()
             .lock()
-            .take(MAX_STDIN_BYTES + 1)
+            .take(stdin_cap().saturating_add(1))
             .read_to_end(&mut bytes)
             .map(|_| bytes)
             .map_err(|e| (e.kind(), e.to_string()))
     });
     match read {
-        Ok(bytes) if bytes.len() as u64 > MAX_STDIN_BYTES => Err(FileError::TooLarge {
+        Ok(bytes) if bytes.len() as u64 > stdin_cap() => Err(FileError::TooLarge {
             path: PathBuf::from(STDIN),
-            limit: MAX_STDIN_BYTES,
+            limit: stdin_cap(),
         }),
         Ok(bytes) => Ok(bytes),
         Err((kind, message)) => Err(FileError::Io {
@@ -47,9 +51,24 @@ pub fn stdin_bytes() -> Result<&'static [u8], FileError> {
     }
 }
 
-/// The largest text input read (CSV, graph JSON, plan JSON, traces): 1 GiB, about ten
-/// times a 10^7-buffer minimalloc CSV.
+/// The largest text input read by default (CSV, graph JSON, plan JSON): 1 GiB, about ten
+/// times a 10^7-buffer minimalloc CSV. A plan JSON of 10^7 buffers with its tensors is
+/// about 3 GB: [`set_max_text_bytes`] raises the cap (the CLI's `--max-input-bytes`).
 pub const MAX_TEXT_BYTES: u64 = 1 << 30;
+
+static TEXT_CAP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(MAX_TEXT_BYTES);
+
+/// The cap [`read_text`] applies now: [`MAX_TEXT_BYTES`] unless [`set_max_text_bytes`]
+/// changed it.
+pub fn max_text_bytes() -> u64 {
+    TEXT_CAP.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Sets the cap of [`read_text`] (and of standard input, when larger than
+/// [`MAX_STDIN_BYTES`]) for the rest of the process: the inputs a user knows to be large.
+pub fn set_max_text_bytes(limit: u64) {
+    TEXT_CAP.store(limit, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// Why a file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -146,10 +165,11 @@ pub fn read_bytes_checked(
     })
 }
 
-/// Reads a text input of at most [`MAX_TEXT_BYTES`]: UTF-8 without NUL bytes. A NUL
-/// stops the reading at once (`/dev/zero` fails in the first 64 KiB).
+/// Reads a text input of at most [`max_text_bytes`] ([`MAX_TEXT_BYTES`] by default):
+/// UTF-8 without NUL bytes. A NUL stops the reading at once (`/dev/zero` fails in the
+/// first 64 KiB).
 pub fn read_text(path: &Path) -> Result<String, FileError> {
-    read_text_capped(path, MAX_TEXT_BYTES)
+    read_text_capped(path, max_text_bytes())
 }
 
 /// [`read_text`] with another cap.

@@ -335,17 +335,17 @@ fn plan_object<'a>(text: &'a str, source: &str) -> Result<&'a str, JsonError> {
 
 /// Reads what a plan JSON says besides the plan: its `planner`, `lower_bound_bytes`,
 /// `alignment` (0 and empty when absent) and every further top-level key in
-/// [`PlanSummary::extra`]. Tools use it to learn which problem a plan was made for (an
+/// [`PlanSummary::extra`] but `tensors` (skipped unread, like `buffers`). Tools use it to learn which problem a plan was made for (an
 /// `exclusive` plan records its `exclusive_rules`) before reading the plan itself.
 pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonError> {
     let text = plan_object(text, source)?;
-    let value: Value = serde_json::from_str(text).map_err(|e| JsonError {
+    let value: SummaryKeys = serde_json::from_str(text).map_err(|e| JsonError {
         source: source.to_string(),
         line: (e.line() > 0).then_some(e.line()),
         column: (e.line() > 0).then_some(e.column()),
         message: format!("{e} (expected a plan JSON as written by memplan)"),
     })?;
-    let Value::Object(mut map) = value else {
+    let Value::Object(mut map) = value.0 else {
         return Err(JsonError {
             source: source.to_string(),
             line: None,
@@ -473,6 +473,39 @@ pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Pla
         arena_bytes: parsed.arena_bytes,
         extents: fragmented.then_some(extents),
     })
+}
+
+/// The top-level keys of a plan JSON with `buffers` and `tensors` skipped, not built:
+/// at 10^7 buffers they are about 3 GB of text, and a `Value` tree of them took about
+/// 15 GB where the summary needs a few small keys.
+struct SummaryKeys(Value);
+
+impl<'de> Deserialize<'de> for SummaryKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = SummaryKeys;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a plan object with \"arena_bytes\" and \"buffers\"")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SummaryKeys, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "buffers" || key == "tensors" {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    } else {
+                        let value = map.next_value::<Value>()?;
+                        out.insert(key, value);
+                    }
+                }
+                Ok(SummaryKeys(Value::Object(out)))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
 }
 
 /// Whether `text` is a plan JSON rather than another JSON memplan reads (a graph JSON has
