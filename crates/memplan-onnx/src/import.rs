@@ -452,6 +452,42 @@ pub fn import_model(
     let mut used_shapes: BTreeSet<&str> = BTreeSet::new();
     let mut used_dims: BTreeSet<&str> = BTreeSet::new();
     let mut inputs = Vec::new();
+    // A `--dim` must name a dim of some graph input (one used only by inputs whose shape
+    // is overridden counts). Checked first, so that a misspelt name is reported as such,
+    // not as the dim it failed to set.
+    let all_params: BTreeSet<&str> = g
+        .input
+        .iter()
+        .filter_map(|vi| vi.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref())
+        .flat_map(|s| s.dim.iter())
+        .filter_map(|d| match &d.value {
+            Some(DimensionValue::DimParam(p)) => Some(p.as_str()),
+            _ => None,
+        })
+        .collect();
+    if let Some(name) = options
+        .dims
+        .keys()
+        .find(|k| !all_params.contains(k.as_str()))
+    {
+        return Err(OnnxError::UnusedOverride {
+            source_name: source.into(),
+            option: "dim",
+            name: name.clone(),
+            what: if all_params.is_empty() {
+                "is not a named dim of any graph input (the inputs have no named dims)".to_string()
+            } else {
+                let names: Vec<&str> = all_params.iter().copied().collect();
+                let suggestion = memplan::planner::did_you_mean(name, &names)
+                    .map_or(String::new(), |s| format!("; did you mean '{s}'?"));
+                format!(
+                    "is not a named dim of any graph input (named dims: {}){suggestion}",
+                    names.join(", ")
+                )
+            },
+        });
+    }
+
     for vi in &g.input {
         let name = vi.name.as_str();
         match origin.get(name) {
@@ -560,30 +596,6 @@ pub fn import_model(
             what: format!("is not a graph input (inputs: {})", input_names.join(", ")),
         });
     }
-    // A named dim may also be used only by inputs whose shape was overridden.
-    let all_params: BTreeSet<&str> = g
-        .input
-        .iter()
-        .filter_map(|vi| vi.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref())
-        .flat_map(|s| s.dim.iter())
-        .filter_map(|d| match &d.value {
-            Some(DimensionValue::DimParam(p)) => Some(p.as_str()),
-            _ => None,
-        })
-        .collect();
-    if let Some(name) = options
-        .dims
-        .keys()
-        .find(|k| !all_params.contains(k.as_str()))
-    {
-        return Err(OnnxError::UnusedOverride {
-            source_name: source.into(),
-            option: "dim",
-            name: name.clone(),
-            what: "is not a named dim of any graph input".to_string(),
-        });
-    }
-
     // Node outputs: one definition each.
     let node_label = |i: usize| -> String {
         let n = &g.node[i];

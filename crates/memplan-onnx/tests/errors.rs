@@ -199,7 +199,23 @@ fn symbolic_dim_needs_an_override() {
     assert!(e.contains("'nope'") && e.contains("inputs: x"), "{e}");
     let mut options = ImportOptions::default();
     options.dims.insert("seq".into(), 1);
-    assert!(import_bytes(&encode(&small_model()), "t.onnx", &options).is_err());
+    let e = import_bytes(&encode(&small_model()), "t.onnx", &options)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the inputs have no named dims"), "{e}");
+    // A misspelt named dim: the names the model has, and the likely one.
+    let mut m = small_model();
+    m.graph.as_mut().unwrap().input[0] =
+        tensor_value("x", 1, vec![param("batch"), dim(3), dim(8), dim(8)]);
+    let mut options = ImportOptions::default();
+    options.dims.insert("bacth".into(), 2);
+    let e = import_bytes(&encode(&m), "t.onnx", &options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("named dims: batch") && e.contains("did you mean 'batch'?"),
+        "{e}"
+    );
 }
 
 #[test]

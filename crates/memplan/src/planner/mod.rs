@@ -166,22 +166,29 @@ pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
-/// Levenshtein distance over characters (short words only: `O(len(a) * len(b))`).
+/// Edit distance over characters with adjacent transpositions counted as one edit (the
+/// optimal string alignment distance; short words only: `O(len(a) * len(b))`).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != cb));
-            diagonal = above;
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut row: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (previous[j] + 1)
+                .min(row[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
         }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut row);
     }
-    row[b.len()]
+    previous[b.len()]
 }
 
 #[cfg(test)]
@@ -198,6 +205,10 @@ mod tests {
         assert!(message("bestof").contains("did you mean 'best-of'?"));
         assert!(message("Strip").contains("did you mean 'strip'?"));
         assert!(message("greedy-breath").contains("did you mean 'greedy-breadth'?"));
+        assert!(message("serach").contains("did you mean 'search'?"));
+        assert_eq!(edit_distance("bacth", "batch"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
         let far = message("quantum");
         assert!(!far.contains("did you mean") && far.contains("; known planners: naive"));
         assert!(!message(&"x".repeat(100_000)).contains("did you mean"));
