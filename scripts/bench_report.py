@@ -147,7 +147,7 @@ def shots(args, driver, tmp):
     args.screenshots.mkdir(parents=True, exist_ok=True)
     cases = [
         ("report-resnet50.png", ["../shared/models/resnet50.onnx", "-p", "best-of", "-p", "search"]),
-        ("report-tflm.png", ["../shared/tflite/vww_mbv1_025.tflite"]),
+        ("report-tflm.png", ["../shared/tflite/vww_mbv1_025.tflite", "-p", "tflm-greedy", "-p", "best-of"]),
     ]
     for name, cli in cases:
         page = tmp / (name + ".html")
