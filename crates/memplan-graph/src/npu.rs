@@ -33,8 +33,9 @@ use crate::analysis::{analyse_with_inplace_ops, Analysis, AnalysisError, Options
 use crate::ir::{Graph, NodeId, ValueId, ValueKind};
 use crate::order::Order;
 
-/// The default platform profile (`platforms/default-npu.json` in the repository).
-pub const DEFAULT_PLATFORM_JSON: &str = include_str!("../../../platforms/default-npu.json");
+/// The default platform profile (`platforms/default-npu.json` in the repository;
+/// `src/default-npu.json` is a link to it, so that the packaged crate carries the file).
+pub const DEFAULT_PLATFORM_JSON: &str = include_str!("default-npu.json");
 
 /// A platform description: what runs on the accelerator, what may run in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
