@@ -184,6 +184,27 @@ pub fn parse(text: &str, file: &str) -> Result<Trace, TraceError> {
     }
     let trace: Trace =
         serde_json::from_value(head).map_err(|e| err(format!("not a valid trace: {e}")))?;
+    // A storage's producer lists it among its outputs (memplan.torch.trace registers a
+    // new storage as an output of the op that made it); a trace where they disagree
+    // would give a training step whose reductions wait on ops that never made them.
+    for (k, value) in trace.values.iter().enumerate() {
+        let Some(p) = value.producer else { continue };
+        match trace.ops.get(p) {
+            None => {
+                return Err(err(format!(
+                    "storage {k} is produced by op {p}, but there are {} ops",
+                    trace.ops.len()
+                )))
+            }
+            Some(op) if !op.outputs.contains(&k) => {
+                return Err(err(format!(
+                    "storage {k} is produced by op {p} ({}), which does not list it among its outputs; the trace's ops and storages disagree (trace the step again with memplan.torch.trace)",
+                    op.name
+                )))
+            }
+            Some(_) => {}
+        }
+    }
     Ok(trace)
 }
 

@@ -154,6 +154,23 @@ fn the_fuzzers_finds_stay_fixed() {
     assert!(found >= 1, "no inputs in {}", dir.display());
 }
 
+/// The inputs the `torch_trace` fuzzer crashed on, kept as its seeds in
+/// `fuzz/seeds/torch_trace`: `producer-not-in-outputs.json` has an op whose `outputs` key
+/// is misspelt, so a storage named that op as its producer while the op listed no
+/// outputs; the planner then made a plan its own check refused ("op 0 waits for the
+/// reduction of storage 2, produced by op 0"). The reader now refuses such a trace.
+#[test]
+fn the_torch_fuzzers_finds_stay_fixed() {
+    use memplan_swap::fuzzing::torch_trace;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/torch_trace");
+    let mut found = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        torch_trace(&std::fs::read(entry.unwrap().path()).unwrap());
+        found += 1;
+    }
+    assert!(found >= 1, "no inputs in {}", dir.display());
+}
+
 /// The `torch_trace` fuzz target's logic ([`memplan_swap::fuzzing::torch_trace`]) on the
 /// PyTorch trace fixtures (`tests/data/torch`), their truncations, byte mutations and
 /// number changes (ids, op indices, byte counts made out of range or swapped).
