@@ -224,3 +224,75 @@ def test_every_sharing_operator_is_verified_in_tflm(memplan_bin, tmp_path):
                 covered.add(t["producer"].split("@")[0])
     wanted = inplace_operators() | {"RESHAPE"}
     assert wanted <= covered, f"never verified in TFLM: {sorted(wanted - covered)}"
+
+
+def with_weights_after_the_flatbuffer(data):
+    """The model with every buffer's data moved after the flatbuffer (Buffer.offset/size),
+    as converters store models over 2 GiB."""
+    import flatbuffers
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    moved = []
+    for i, buffer in enumerate(model.buffers):
+        if buffer.data is not None and len(buffer.data) > 0:
+            moved.append((i, bytes(bytearray(buffer.data))))
+            buffer.data = None
+            buffer.offset = 1 << 63  # a placeholder of the final width, set below
+            buffer.size = len(moved[-1][1])
+
+    def pack():
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        return bytes(builder.Output())
+
+    length = len(pack())
+    at = -(-length // 16) * 16
+    for i, weights in moved:
+        model.buffers[i].offset = at
+        at = -(-(at + len(weights)) // 16) * 16
+    out = bytearray(pack())
+    assert len(out) == length and moved
+    for i, weights in moved:
+        out += bytes(model.buffers[i].offset - len(out)) + weights
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name", ["branchy.tflite", "mean_tconv.tflite"])
+def test_weights_after_the_flatbuffer_are_planned_as_tflm_plans_them(name, memplan_bin, tmp_path):
+    """TFLM does not read weights stored after the flatbuffer: it gives those tensors arena
+    memory. memplan's predicted heads must be TFLM's, and the caveat must be said."""
+    data = with_weights_after_the_flatbuffer((FIXTURES / name).read_bytes())
+    model = tmp_path / name
+    model.write_bytes(data)
+    _, tflm_head = run_tflm(data)
+    _, inline_head = run_tflm((FIXTURES / name).read_bytes())
+    assert tflm_head > inline_head, "TFLM now plans the weights too"
+    out = tmp_path / f"planned-{name}"
+    done = memplan(memplan_bin, "plan", model, "-f", "json", "--write-offline-plan", out)
+    planned = json.loads(done.stdout)
+    assert planned["tflm_own_head_bytes"] == tflm_head
+    assert any("after the flatbuffer" in c for c in planned["tflm_caveats"]), planned["tflm_caveats"]
+    assert "after the flatbuffer" in done.stderr and "warning:" in done.stderr
+    _, head = run_tflm(out.read_bytes())
+    assert head == planned["tflm_head_bytes"]
+    memplan(memplan_bin, "check", out)
+
+
+def test_a_dynamic_output_tflm_refuses_is_a_caveat(memplan_bin, tmp_path):
+    data = (FIXTURES / "branchy.tflite").read_bytes()
+    import flatbuffers
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(data, 0))
+    subgraph = model.subgraphs[0]
+    tensor = subgraph.tensors[subgraph.operators[0].outputs[0]]
+    tensor.shape = [0] + list(tensor.shape[1:])
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path = tmp_path / "dynamic.tflite"
+    path.write_bytes(bytes(builder.Output()))
+    with pytest.raises(RuntimeError):
+        run_tflm(path.read_bytes())
+    done = memplan(memplan_bin, "plan", path, "-f", "json")
+    caveats = json.loads(done.stdout)["tflm_caveats"]
+    assert any("dynamic" in c for c in caveats), caveats
+    assert "warning:" in done.stderr

@@ -280,7 +280,10 @@ pub fn plan(
     session::check_lifetimes(file, &staged, &loaded, alignment, &outcome.plan)?;
     let arena = report.arena_bytes.unwrap_or(0);
     let tflm = match &loaded.tflite {
-        Some(input) => Some(crate::tflite::outcome(input, &outcome.plan, file)?),
+        Some(input) => {
+            crate::tflite::warn_caveats(&input.arena, file);
+            Some(crate::tflite::outcome(input, &outcome.plan, file)?)
+        }
         None => None,
     };
     if let (Some(input), Some(tflm), Some(out)) = (&loaded.tflite, &tflm, extras.write_offline_plan)

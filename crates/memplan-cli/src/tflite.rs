@@ -47,6 +47,20 @@ pub fn outcome(input: &TfliteInput, plan: &Plan, file: &Path) -> Result<TflmOutc
     })
 }
 
+/// The arena's [`memplan_tflite::TflmCaveat`]s as sentences, for JSON.
+fn caveat_texts(arena: &memplan_tflite::Arena) -> Vec<String> {
+    arena.caveats.iter().map(ToString::to_string).collect()
+}
+
+/// Warns on standard error of each thing TFLM does with the model that its file does not
+/// show (weights it will not read, dynamic outputs it refuses), whatever the output format.
+pub fn warn_caveats(arena: &memplan_tflite::Arena, file: &Path) {
+    for caveat in &arena.caveats {
+        let text = format!("'{}': {caveat}", file.display());
+        noteln!("warning: {}", memplan::render::printable(&text));
+    }
+}
+
 /// Rows for `memplan plan`'s table.
 pub fn table_rows(input: &TfliteInput, outcome: &TflmOutcome) -> Vec<(&'static str, String)> {
     let scratch = input
@@ -60,6 +74,9 @@ pub fn table_rows(input: &TfliteInput, outcome: &TflmOutcome) -> Vec<(&'static s
         ("TFLM head, its own", bytes(outcome.own_head)),
         ("scratch buffers", format!("{scratch} (placed by TFLM)")),
     ];
+    for caveat in &input.arena.caveats {
+        rows.push(("TFLM caveat", caveat.to_string()));
+    }
     if !input.arena.unmodelled.is_empty() {
         rows.push((
             "unmodelled scratch",
@@ -81,6 +98,7 @@ pub fn json_extras(
     extra.insert("tflm_head_bytes".into(), json!(outcome.head_with_plan));
     extra.insert("tflm_own_head_bytes".into(), json!(outcome.own_head));
     extra.insert("unmodelled_scratch".into(), json!(input.arena.unmodelled));
+    extra.insert("tflm_caveats".into(), json!(caveat_texts(&input.arena)));
     extra.insert("offline_offsets".into(), json!(outcome.offline));
 }
 
@@ -118,12 +136,14 @@ pub fn check_embedded(file: &Path, format: ReportFormat) -> Result<ExitCode> {
             "'{name}' has no OfflineMemoryAllocation metadata to check; write one with `memplan plan {name} --write-offline-plan OUT.tflite`, or give a plan file: `memplan check {name} PLAN`"
         );
     };
+    warn_caveats(&verdict.arena, file);
     let valid = verdict.report.is_valid();
     let text = match format {
         ReportFormat::Json => {
             let value = json!({
                 "valid": valid,
                 "tflm_head_bytes": verdict.head,
+                "tflm_caveats": caveat_texts(&verdict.arena),
                 "placed_tensors": verdict.placed_tensors,
                 "tensors": verdict.arena.tensor_count,
                 "violations": verdict.report.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
@@ -178,6 +198,7 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
     let input = input::read_tflite(file, input::tflite_options(file, settings)?)?;
     let model = &input.model;
     let arena = &input.arena;
+    warn_caveats(arena, file);
     // Each tensor's buffer (and the buffer's owner name) in the arena problem.
     let mut buffer_of = std::collections::HashMap::new();
     for (b, entry) in arena.entries.iter().enumerate() {
@@ -212,12 +233,12 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
         for (t, tensor) in sg.tensors.iter().enumerate() {
             let buffer = buffer_of.get(&(s, t)).copied();
             // A model may have no buffers at all (the reader accepts buffer 0 then).
-            let kind = if model
-                .buffers
-                .get(tensor.buffer)
-                .is_some_and(|b| b.has_data())
-            {
+            let stored = model.buffers.get(tensor.buffer);
+            let kind = if stored.is_some_and(|b| b.has_data()) {
                 "constant"
+            } else if stored.is_some_and(|b| b.external) {
+                // TFLM does not read it (a TFLM caveat): in the arena, never filled.
+                "unread constant"
             } else if tensor.is_variable {
                 "variable"
             } else if buffer.is_none() {
@@ -326,6 +347,7 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
                     "max_live_bound_bytes": bound,
                     "tflm_own_head_bytes": own.arena_bytes,
                     "unmodelled_scratch": arena.unmodelled,
+                    "tflm_caveats": caveat_texts(&arena),
                 }
             });
             format!("{}\n", serde_json::to_string_pretty(&value)?)
@@ -369,6 +391,9 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
                 ("max-live bound", bytes(bound)),
                 ("TFLM head, its own", bytes(own.arena_bytes.unwrap_or(0))),
             ];
+            for caveat in &arena.caveats {
+                totals.push(("TFLM caveat", caveat.to_string()));
+            }
             if !arena.unmodelled.is_empty() {
                 totals.push(("unmodelled scratch", arena.unmodelled.join(", ")));
             }

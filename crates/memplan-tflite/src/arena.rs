@@ -63,6 +63,101 @@ pub enum Entry {
     Scratch(ScratchRequest),
 }
 
+/// Something TFLM does with a model that its file does not show, found while building
+/// the [`Arena`]; the model is still planned as TFLM would plan it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TflmCaveat {
+    /// Tensors whose data is stored after the flatbuffer (`Buffer.offset`, as converters
+    /// write models over 2 GiB). TFLM reads inline data only: it gives these tensors arena
+    /// memory (counted in every head memplan reports) and runs the model with them
+    /// unfilled. `(subgraph, tensor, name)` of each.
+    DataAfterFlatbuffer(Vec<(usize, usize, String)>),
+    /// An operator output whose shape has a dimension of 0 or less: TFLM stops at
+    /// `AllocateTensors` ("Dynamic tensors are not supported") unless the kernel sets the
+    /// shape in its Prepare. memplan plans the tensor at the bytes of its stored shape.
+    DynamicOutput {
+        subgraph: usize,
+        operator: usize,
+        kind: String,
+        tensor: usize,
+        name: String,
+        shape: Vec<i32>,
+    },
+}
+
+impl std::fmt::Display for TflmCaveat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TflmCaveat::DataAfterFlatbuffer(tensors) => {
+                let shown: Vec<String> = tensors
+                    .iter()
+                    .take(3)
+                    .map(|(s, t, name)| {
+                        format!("subgraph {s} tensor {t} '{}'", crate::display_name(name))
+                    })
+                    .collect();
+                let more = tensors.len().saturating_sub(shown.len());
+                write!(
+                    f,
+                    "{} tensor{} keep{} data after the flatbuffer ({}{}); TFLM reads only data inside it, so it gives them arena memory (counted in the heads) and runs the model with them unfilled: convert the model with its weights inside the flatbuffer",
+                    tensors.len(),
+                    if tensors.len() == 1 { "" } else { "s" },
+                    if tensors.len() == 1 { "s its" } else { " their" },
+                    shown.join(", "),
+                    if more > 0 { format!(" and {more} more") } else { String::new() },
+                )
+            }
+            TflmCaveat::DynamicOutput {
+                subgraph,
+                operator,
+                kind,
+                tensor,
+                name,
+                shape,
+            } => write!(
+                f,
+                "subgraph {subgraph} operator {operator} ({kind}) writes tensor {tensor} '{}' of shape {shape:?}, with a dimension of 0 or less: TFLM refuses such dynamic tensors at AllocateTensors unless the kernel sets the shape; give the tensor a static shape",
+                crate::display_name(name)
+            ),
+        }
+    }
+}
+
+/// What TFLM does with `model` that its file does not show (see [`TflmCaveat`]).
+pub fn caveats(model: &Model) -> Vec<TflmCaveat> {
+    let mut out = Vec::new();
+    let mut after = Vec::new();
+    for (s, sg) in model.subgraphs.iter().enumerate() {
+        for (t, tensor) in sg.tensors.iter().enumerate() {
+            if model.buffers.get(tensor.buffer).is_some_and(|b| b.external) {
+                after.push((s, t, tensor.name.clone()));
+            }
+        }
+    }
+    if !after.is_empty() {
+        out.push(TflmCaveat::DataAfterFlatbuffer(after));
+    }
+    for (s, sg) in model.subgraphs.iter().enumerate() {
+        for (o, op) in sg.operators.iter().enumerate() {
+            for &t in &op.outputs {
+                let shape = &sg.tensors[t].shape;
+                // `[0]` is TFLM's legacy scalar, which it accepts.
+                if shape.as_slice() != [0] && shape.iter().any(|&d| d <= 0) {
+                    out.push(TflmCaveat::DynamicOutput {
+                        subgraph: s,
+                        operator: o,
+                        kind: op.kind(),
+                        tensor: t,
+                        name: sg.tensors[t].name.clone(),
+                        shape: shape.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A model's arena as a planning problem.
 #[derive(Clone, Debug)]
 pub struct Arena {
@@ -76,6 +171,9 @@ pub struct Arena {
     /// Operators whose scratch requests memplan does not model (kind and where), so that
     /// reports can say the head may differ from TFLM's by their scratch buffers.
     pub unmodelled: Vec<String>,
+    /// What TFLM does with this model that its file does not show: tensors it gives
+    /// arena memory but never fills, outputs it refuses as dynamic. Every report shows them.
+    pub caveats: Vec<TflmCaveat>,
     /// The largest allocation scope TFLM reaches (the number of steps minus one).
     pub last_scope: i64,
     /// The model's embedded offline plan, when [`ArenaOptions::keep_offline_plan`] asked
@@ -389,6 +487,7 @@ pub fn arena(model: &Model, options: ArenaOptions, file: &str) -> Result<Arena, 
         tensor_count,
         subgraph_offsets,
         unmodelled,
+        caveats: caveats(model),
         last_scope: lifetimes.last_scope,
         offline,
     })

@@ -40,7 +40,7 @@ pub mod fuzzing;
 #[allow(clippy::all, clippy::pedantic, unused, deprecated, non_camel_case_types, non_snake_case, unsafe_op_in_unsafe_fn, mismatched_lifetime_syntaxes, missing_docs)]
 pub mod schema_generated;
 
-pub use arena::{arena, Arena, ArenaOptions, Entry};
+pub use arena::{arena, Arena, ArenaOptions, Entry, TflmCaveat};
 pub use error::TfliteError;
 pub use model::{read_file, read_model, Model};
 pub use sharing::Sharing;

@@ -36,9 +36,13 @@ pub struct BufferInfo {
 
 impl BufferInfo {
     /// True when a tensor on this buffer is a constant: TFLM points such a tensor at the
-    /// data and never gives it arena memory.
+    /// data and never gives it arena memory. TFLM reads inline data only: a tensor whose
+    /// data lies after the flatbuffer ([`BufferInfo::external`]) is, for TFLM, a tensor
+    /// without data, planned in the arena and never filled (see [`TflmCaveat`]).
+    ///
+    /// [`TflmCaveat`]: crate::TflmCaveat
     pub fn has_data(&self) -> bool {
-        self.data_len > 0 || self.external
+        self.data_len > 0
     }
 }
 

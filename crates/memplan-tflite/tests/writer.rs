@@ -713,3 +713,88 @@ fn weights_past_the_end_of_the_file_are_an_error() {
     let e = with_offline_plan(&original, &offsets, "cut.tflite").unwrap_err();
     assert!(e.to_string().contains("past the end of the file"), "{e}");
 }
+
+/// TFLM reads inline data only: a tensor whose weights are stored after the flatbuffer
+/// is planned in the arena, as TFLM plans it, and the arena names every such tensor as a
+/// caveat. (python/tests/test_tflm.py holds the head to TFLM's own on the same models.)
+#[test]
+fn weights_after_the_flatbuffer_are_arena_tensors_for_tflm_and_a_caveat() {
+    for name in ["branchy.tflite", "mean_tconv.tflite"] {
+        let inline = read_model(&fixture(name), name).unwrap();
+        let moved = read_model(&with_weights_after_the_flatbuffer(&fixture(name)), name).unwrap();
+        let options = ArenaOptions::default();
+        let before = arena(&inline, options, name).unwrap();
+        let after = arena(&moved, options, name).unwrap();
+        assert!(before.caveats.is_empty(), "{name}: {:?}", before.caveats);
+        let constants: Vec<(usize, usize)> = inline
+            .subgraphs
+            .iter()
+            .enumerate()
+            .flat_map(|(s, sg)| {
+                sg.tensors
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| inline.buffers[t.buffer].has_data())
+                    .map(move |(t, _)| (s, t))
+            })
+            .collect();
+        assert!(!constants.is_empty(), "{name}");
+        let [memplan_tflite::TflmCaveat::DataAfterFlatbuffer(listed)] = after.caveats.as_slice()
+        else {
+            panic!("{name}: {:?}", after.caveats);
+        };
+        let listed: Vec<(usize, usize)> = listed.iter().map(|&(s, t, _)| (s, t)).collect();
+        assert_eq!(listed, constants, "{name}");
+        // Every moved constant is now an arena tensor of its own.
+        let placed: Vec<(usize, usize)> = after
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Tensors(g) => Some(g.clone()),
+                Entry::Scratch(_) => None,
+            })
+            .flatten()
+            .collect();
+        for c in &constants {
+            assert!(placed.contains(c), "{name}: {c:?} is not in the arena");
+        }
+        let head = |a: &Arena| TflmGreedy.plan(&a.problem).unwrap().arena_bytes.unwrap();
+        assert!(head(&after) > head(&before), "{name}");
+        let plan = TflmGreedy.plan(&after.problem).unwrap();
+        assert!(check(&after.problem, &plan).is_valid(), "{name}");
+    }
+}
+
+/// An operator output with a dimension of 0 or less is a caveat (TFLM refuses it as a
+/// dynamic tensor); TFLM's legacy scalar shape `[0]` is not.
+#[test]
+fn dynamic_outputs_are_a_caveat() {
+    let bytes = fixture("branchy.tflite");
+    let model = root_as_model(&bytes).unwrap().unpack();
+    let sg = &model.subgraphs.as_ref().unwrap()[0];
+    let out = sg.operators.as_ref().unwrap()[0].outputs.as_ref().unwrap()[0] as usize;
+    let shape = sg.tensors.as_ref().unwrap()[out].shape.clone().unwrap();
+    for (changed, caveat) in [
+        (vec![0], false),
+        ([vec![0], shape[1..].to_vec()].concat(), true),
+        ([vec![-1], shape[1..].to_vec()].concat(), true),
+    ] {
+        let mut m = model.clone();
+        m.subgraphs.as_mut().unwrap()[0].tensors.as_mut().unwrap()[out].shape =
+            Some(changed.clone());
+        let written = write::pack(&m);
+        let read = match read_model(&written, "dyn.tflite") {
+            Ok(read) => read,
+            // A negative dimension may be refused by the reader itself: also not silent.
+            Err(e) => {
+                assert!(changed.iter().any(|&d| d < 0), "{changed:?}: {e}");
+                continue;
+            }
+        };
+        let a = arena(&read, ArenaOptions::default(), "dyn.tflite").unwrap();
+        let found = a.caveats.iter().any(|c| {
+            matches!(c, memplan_tflite::TflmCaveat::DynamicOutput { operator: 0, tensor, .. } if *tensor == out)
+        });
+        assert_eq!(found, caveat, "{changed:?}: {:?}", a.caveats);
+    }
+}
