@@ -347,7 +347,7 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
                     "max_live_bound_bytes": bound,
                     "tflm_own_head_bytes": own.arena_bytes,
                     "unmodelled_scratch": arena.unmodelled,
-                    "tflm_caveats": caveat_texts(&arena),
+                    "tflm_caveats": caveat_texts(arena),
                 }
             });
             format!("{}\n", serde_json::to_string_pretty(&value)?)
