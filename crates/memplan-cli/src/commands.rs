@@ -797,9 +797,10 @@ pub fn check(
     settings: &GraphSettings,
     platform: &crate::npu::PlatformArg,
 ) -> Result<ExitCode> {
-    // The plan file is read once, for its summary and its plan.
-    let plan_text = input::read_text(plan_path)?;
-    let summary = input::plan_summary(plan_path, &plan_text)?;
+    // A plan JSON is streamed, once for its summary and once for its plan; a solution CSV
+    // is read once.
+    let plan_file = input::PlanFile::open(plan_path)?;
+    let summary = plan_file.summary()?;
     let all_orders = match &summary {
         Some(summary) => input::exclusive_plan_all_orders(plan_path, summary)?,
         None => false,
@@ -846,13 +847,8 @@ pub fn check(
         }
         (None, None) => None,
     };
-    let (plan, aligned) = input::plan_from_text(
-        plan_path,
-        &plan_text,
-        rebuilt.as_ref().unwrap_or(&loaded.problem),
-        alignment,
-    )?;
-    drop(plan_text); // its memory back before the check
+    let (plan, aligned) = plan_file.plan(rebuilt.as_ref().unwrap_or(&loaded.problem), alignment)?;
+    drop(plan_file); // a CSV's text back before the check
     let problem = aligned
         .as_ref()
         .unwrap_or(rebuilt.as_ref().unwrap_or(&loaded.problem));

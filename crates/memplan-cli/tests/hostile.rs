@@ -468,3 +468,62 @@ fn an_endless_replay_trace_fails_at_its_first_record() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("record 0: a free of id 0"), "{err}");
 }
+
+/// `check` streams a plan JSON: memplan's own plan of a problem under the text cap is
+/// read even when the plan itself is larger than that cap (at 10^7 buffers a plan JSON is
+/// about 3 GB against the 1 GiB cap), up to 16 times the cap, past which it is refused
+/// with the bound named.
+#[test]
+fn check_streams_a_plan_json_larger_than_the_text_cap() {
+    let mut csv = String::from("id,lower,upper,size\n");
+    for i in 0..300 {
+        csv.push_str(&format!("b{i},{},{},{}\n", i % 50, i % 50 + 3, 16 + i % 7));
+    }
+    let problem = scratch("stream_problem.csv", csv.as_bytes());
+    let plan = problem.with_extension("plan.json");
+    let out = memplan(&[
+        "plan",
+        problem.to_str().unwrap(),
+        "-f",
+        "json",
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan_bytes = std::fs::metadata(&plan).unwrap().len();
+    let cap = 16_384u64;
+    assert!(
+        (csv.len() as u64) < cap && plan_bytes > cap && plan_bytes < 16 * cap,
+        "{} {plan_bytes}",
+        csv.len()
+    );
+    let cap_arg = cap.to_string();
+    let args = |cap: &str| {
+        memplan(&[
+            "--max-input-bytes",
+            cap,
+            "check",
+            problem.to_str().unwrap(),
+            plan.to_str().unwrap(),
+        ])
+    };
+    let out = args(&cap_arg);
+    no_panic(&out, "check");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
+    // Past 16 times the cap the stream stops, naming the bound.
+    let small = (plan_bytes / 16 - 1).max(csv.len() as u64 + 1).to_string();
+    let out = args(&small);
+    no_panic(&out, "check");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the most memplan streams"), "{err}");
+}

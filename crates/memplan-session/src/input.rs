@@ -350,11 +350,10 @@ pub fn exclusive_plan_all_orders(path: &Path, summary: &json::PlanSummary) -> Re
 /// The summary of a plan JSON (planner, alignment, the planner's own fields), or `None`
 /// for a solution CSV.
 pub fn read_plan_summary(path: &Path) -> Result<Option<json::PlanSummary>> {
-    plan_summary(path, &read_text(path)?)
+    PlanFile::open(path)?.summary()
 }
 
-/// [`read_plan_summary`] of a plan file's text already read (`memplan check` reads the
-/// file once for the summary and the plan).
+/// [`read_plan_summary`] of a plan file's text already read.
 pub fn plan_summary(path: &Path, text: &str) -> Result<Option<json::PlanSummary>> {
     if !memplan::io::is_json(text) {
         return Ok(None);
@@ -363,6 +362,52 @@ pub fn plan_summary(path: &Path, text: &str) -> Result<Option<json::PlanSummary>
         text,
         &path.display().to_string(),
     )?))
+}
+
+/// A plan file to read: a plan JSON is streamed (read twice, for its summary and for its
+/// plan, never held whole: memplan's plan of 10^7 buffers is about 3 GB of text, up to
+/// [`memplan::io::file::STREAMED_JSON_FACTOR`] times the text cap); a solution CSV is
+/// read as text once, under the text cap.
+pub enum PlanFile<'a> {
+    Json(&'a Path),
+    Csv(&'a Path, String),
+}
+
+impl<'a> PlanFile<'a> {
+    /// Looks at the start of `path` to tell a plan JSON from a solution CSV.
+    pub fn open(path: &'a Path) -> Result<Self> {
+        if memplan::io::file::starts_as_json(path)? {
+            Ok(PlanFile::Json(path))
+        } else {
+            Ok(PlanFile::Csv(path, read_text(path)?))
+        }
+    }
+
+    /// The plan JSON's summary, `None` for a solution CSV.
+    pub fn summary(&self) -> Result<Option<json::PlanSummary>> {
+        match self {
+            PlanFile::Json(path) => Ok(Some(json::read_plan_summary_from(
+                memplan::io::file::open_json(path)?,
+                &path.display().to_string(),
+            )?)),
+            PlanFile::Csv(..) => Ok(None),
+        }
+    }
+
+    /// The plan for `problem`, as [`read_plan`] returns it.
+    pub fn plan(&self, problem: &Problem, alignment: u64) -> Result<(Plan, Option<Problem>)> {
+        match self {
+            PlanFile::Json(path) => {
+                let plan = json::read_plan_json_from(
+                    memplan::io::file::open_json(path)?,
+                    &path.display().to_string(),
+                    problem,
+                )?;
+                realigned(path, plan, problem, alignment)
+            }
+            PlanFile::Csv(path, text) => plan_from_text(path, text, problem, alignment),
+        }
+    }
 }
 
 /// The exclusivity rules an exclusive plan file was made with, or `None` for the plan of
@@ -395,7 +440,24 @@ pub fn read_plan(
     problem: &Problem,
     alignment: u64,
 ) -> Result<(Plan, Option<Problem>)> {
-    plan_from_text(path, &read_text(path)?, problem, alignment)
+    PlanFile::open(path)?.plan(problem, alignment)
+}
+
+/// `plan` with the problem to check it against: `problem` raised to the plan JSON's
+/// `alignment`, `None` when that is `problem` itself.
+fn realigned(
+    path: &Path,
+    plan: Plan,
+    problem: &Problem,
+    alignment: u64,
+) -> Result<(Plan, Option<Problem>)> {
+    if alignment <= 1 {
+        return Ok((plan, None));
+    }
+    let aligned = problem
+        .with_alignment(alignment)
+        .with_context(|| format!("'{}': its \"alignment\" {alignment}", path.display()))?;
+    Ok((plan, Some(aligned)))
 }
 
 /// [`read_plan`] of a plan file's text already read.
@@ -408,13 +470,7 @@ pub fn plan_from_text(
     let source = path.display().to_string();
     if memplan::io::is_json(text) {
         let plan = json::read_plan_json(text, &source, problem)?;
-        if alignment <= 1 {
-            return Ok((plan, None));
-        }
-        let aligned = problem
-            .with_alignment(alignment)
-            .with_context(|| format!("'{}': its \"alignment\" {alignment}", path.display()))?;
-        Ok((plan, Some(aligned)))
+        realigned(path, plan, problem, alignment)
     } else {
         Ok(csv::read_solution_realigned(text, &source, problem)?)
     }

@@ -455,3 +455,108 @@ fn tops_are_optional_and_checked_when_given() {
         "{err}"
     );
 }
+
+/// Streaming a plan JSON from a reader gives the plan reading its text gives, contiguous
+/// or fragmented, with a byte-order mark or without; and the same refusals.
+#[test]
+fn a_streamed_plan_is_the_plan_of_the_text() {
+    use memplan::io::json::{read_plan_json_from, read_plan_summary, read_plan_summary_from};
+    for plan in [plan(), fragmented_plan()] {
+        let text = write_plan_json(&problem(), &plan, &summary(), None);
+        let from_text = read_plan_json(&text, "p.json", &problem()).unwrap();
+        for bytes in [
+            text.clone().into_bytes(),
+            [&b"\xef\xbb\xbf"[..], text.as_bytes()].concat(),
+        ] {
+            let streamed = read_plan_json_from(&bytes[..], "p.json", &problem()).unwrap();
+            assert_eq!(streamed, from_text);
+            let summary = read_plan_summary_from(&bytes[..], "p.json").unwrap();
+            assert_eq!(summary, read_plan_summary(&text, "p.json").unwrap());
+        }
+    }
+    let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["buffers"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("extents");
+    let bad = value.to_string();
+    let e = read_plan_json_from(bad.as_bytes(), "p.json", &problem()).unwrap_err();
+    assert_eq!(e, read_plan_json(&bad, "p.json", &problem()).unwrap_err());
+    // The other way round: extents after a buffer without them.
+    value["buffers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("extents");
+    value["buffers"][1]["extents"] = json!([{"offset": 4, "len": 4}]);
+    let bad = value.to_string();
+    let e = read_plan_json_from(bad.as_bytes(), "p.json", &problem()).unwrap_err();
+    assert!(
+        e.message.contains("buffers[1]") && e.message.contains("have none"),
+        "{e}"
+    );
+    for (text, wanted) in [
+        ("[1, 2]", "the top level is an array"),
+        ("{\"arena_bytes\": 8}", "missing field `buffers`"),
+        ("{\"buffers\": [{\"id\": \"zz\", \"size\": 4, \"start\": 0, \"end\": 1, \"offset\": 0}]}", "not a buffer of the problem"),
+        ("{\"buffers\": [", "EOF"),
+        ("", "EOF"),
+    ] {
+        let e = read_plan_json_from(text.as_bytes(), "p.json", &problem()).unwrap_err();
+        assert!(e.to_string().contains(wanted), "{text}: {e}");
+    }
+}
+
+/// The streamed reader's bounds: the whole input, and any one value, each a clear error.
+#[test]
+fn a_streamed_json_input_is_bounded_in_length_and_in_each_value() {
+    use memplan::io::file::JsonCap;
+    use memplan::io::json::read_plan_json_from;
+    let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
+    let n = text.len() as u64;
+    assert!(
+        read_plan_json_from(JsonCap::new(text.as_bytes(), n, 64), "p.json", &problem()).is_ok()
+    );
+    let e = read_plan_json_from(
+        JsonCap::new(text.as_bytes(), n - 1, 64),
+        "p.json",
+        &problem(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("larger than {}", n - 1)),
+        "{e}"
+    );
+    let long = format!("{{\"planner\": \"{}\", \"buffers\": []}}", "x".repeat(100));
+    let e = read_plan_json_from(
+        JsonCap::new(long.as_bytes(), 1 << 20, 64),
+        "p.json",
+        &problem(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("single JSON value longer than 64 bytes"),
+        "{e}"
+    );
+    // Escaped quotes do not end a string early; a long number is one value too.
+    let quoted = format!(
+        "{{\"planner\": \"{}\", \"buffers\": []}}",
+        "\\\"".repeat(40)
+    );
+    let e = read_plan_json_from(
+        JsonCap::new(quoted.as_bytes(), 1 << 20, 64),
+        "p.json",
+        &problem(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("longer than 64"), "{e}");
+    let number = format!("{{\"arena_bytes\": {}, \"buffers\": []}}", "9".repeat(100));
+    let e = read_plan_json_from(
+        JsonCap::new(number.as_bytes(), 1 << 20, 64),
+        "p.json",
+        &problem(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("longer than 64"), "{e}");
+}

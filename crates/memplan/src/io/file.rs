@@ -191,6 +191,151 @@ pub fn read_text_capped(path: &Path, limit: u64) -> Result<String, FileError> {
     })
 }
 
+/// How many times [`max_text_bytes`] a streamed JSON input may be: a plan JSON is read
+/// entry by entry, so its size costs time, not memory (memplan's own plan of 10^7 buffers
+/// is about 3 GB of text).
+pub const STREAMED_JSON_FACTOR: u64 = 16;
+
+/// A JSON input streamed from a file (or standard input) with two bounds: at most `limit`
+/// bytes in all, and no single string or literal longer than `token_limit` bytes (the
+/// parser keeps one token in memory). Either is an I/O error naming the bound, which the
+/// JSON reader reports with its position.
+pub struct JsonCap<R> {
+    inner: R,
+    read: u64,
+    limit: u64,
+    token: u64,
+    token_limit: u64,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl<R: Read> JsonCap<R> {
+    pub fn new(inner: R, limit: u64, token_limit: u64) -> Self {
+        JsonCap {
+            inner,
+            read: 0,
+            limit,
+            token: 0,
+            token_limit,
+            in_string: false,
+            escaped: false,
+        }
+    }
+
+    fn scan(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        for &b in bytes {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    self.token = 0;
+                    continue;
+                }
+                self.token += 1;
+            } else {
+                match b {
+                    b'"' => {
+                        self.in_string = true;
+                        self.token = 0;
+                    }
+                    b'{' | b'}' | b'[' | b']' | b',' | b':' | b' ' | b'\n' | b'\r' | b'\t' => {
+                        self.token = 0
+                    }
+                    _ => self.token += 1,
+                }
+            }
+            if self.token > self.token_limit {
+                return Err(std::io::Error::other(format!(
+                    "a single JSON value longer than {} bytes ending near byte {}; memplan keeps one value in memory at a time and reads larger ones with --max-input-bytes",
+                    self.token_limit, self.read
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for JsonCap<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.scan(&buf[..n])?;
+        self.read += n as u64;
+        if self.read > self.limit {
+            return Err(std::io::Error::other(format!(
+                "the input is larger than {} bytes, the most memplan streams from one JSON input; read it with a larger --max-input-bytes",
+                self.limit
+            )));
+        }
+        Ok(n)
+    }
+}
+
+/// Opens `path` (or standard input for [`STDIN`]) as a streamed JSON input of at most
+/// [`STREAMED_JSON_FACTOR`] × [`max_text_bytes`], no value longer than [`max_text_bytes`].
+pub fn open_json(path: &Path) -> Result<JsonCap<Box<dyn Read>>, FileError> {
+    let reader: Box<dyn Read> = if is_stdin(path) {
+        Box::new(stdin_bytes()?)
+    } else {
+        let file = std::fs::File::open(path).map_err(|source| FileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Box::new(file)
+    };
+    let cap = max_text_bytes();
+    Ok(JsonCap::new(
+        reader,
+        cap.saturating_mul(STREAMED_JSON_FACTOR),
+        cap,
+    ))
+}
+
+/// Whether the input at `path` starts (after a byte-order mark and white space) with `{`
+/// or `[`: a JSON document rather than CSV. Reads only the first 64 KiB.
+pub fn starts_as_json(path: &Path) -> Result<bool, FileError> {
+    let mut head = vec![0u8; 1 << 16];
+    let n = if is_stdin(path) {
+        let all = stdin_bytes()?;
+        let n = all.len().min(head.len());
+        head[..n].copy_from_slice(&all[..n]);
+        n
+    } else {
+        let mut file = std::fs::File::open(path).map_err(|source| FileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut n = 0;
+        loop {
+            match file.read(&mut head[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(FileError::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+            }
+            if n == head.len() {
+                break;
+            }
+        }
+        n
+    };
+    let head = head[..n]
+        .strip_prefix(b"\xef\xbb\xbf")
+        .unwrap_or(&head[..n]);
+    Ok(head
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{' || b == b'['))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

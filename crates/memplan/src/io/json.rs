@@ -302,8 +302,6 @@ pub fn write_plan_json(
 #[derive(Deserialize)]
 #[serde(expecting = "a plan object with \"arena_bytes\" and \"buffers\"")]
 struct PlanIn {
-    #[serde(default)]
-    arena_bytes: Option<u64>,
     buffers: Vec<BufferIn>,
 }
 
@@ -345,6 +343,11 @@ pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonEr
         column: (e.line() > 0).then_some(e.column()),
         message: format!("{e} (expected a plan JSON as written by memplan)"),
     })?;
+    summary_of(value, source)
+}
+
+/// The [`PlanSummary`] of a plan JSON's top-level keys.
+fn summary_of(value: SummaryKeys, source: &str) -> Result<PlanSummary, JsonError> {
     let Value::Object(mut map) = value.0 else {
         return Err(JsonError {
             source: source.to_string(),
@@ -381,98 +384,273 @@ pub fn read_plan_summary(text: &str, source: &str) -> Result<PlanSummary, JsonEr
 /// (`None` when it is absent or `null`); whether the plan is valid is for
 /// [`crate::checker`] to say. Unknown keys are ignored.
 pub fn read_plan_json(text: &str, source: &str, problem: &Problem) -> Result<Plan, JsonError> {
+    let text = plan_object(text, source)?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    read_plan_with(&mut deserializer, source, problem)
+}
+
+/// [`read_plan_json`] of a plan JSON streamed from `reader` (a file): entries are matched
+/// to the problem one at a time, so memory holds the plan, never the file's text nor a
+/// list of its entries. A leading byte-order mark is skipped. Wrap the reader in a
+/// [`super::file::JsonCap`] to bound what is read.
+pub fn read_plan_json_from<R: std::io::Read>(
+    reader: R,
+    source: &str,
+    problem: &Problem,
+) -> Result<Plan, JsonError> {
+    let reader = skip_bom(reader, source)?;
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    read_plan_with(&mut deserializer, source, problem)
+}
+
+/// [`read_plan_summary`] of a plan JSON streamed from `reader` (`buffers` and `tensors`
+/// skipped as they stream by).
+pub fn read_plan_summary_from<R: std::io::Read>(
+    reader: R,
+    source: &str,
+) -> Result<PlanSummary, JsonError> {
+    let reader = skip_bom(reader, source)?;
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    let value = SummaryKeys::deserialize(&mut deserializer)
+        .and_then(|v| deserializer.end().map(|()| v))
+        .map_err(|e| syntax_error(e, source))?;
+    summary_of(value, source)
+}
+
+/// `reader` past a UTF-8 byte-order mark, refused as [`plan_object`] refuses a text whose
+/// top level is not an object (only the first character is looked at).
+fn skip_bom<R: std::io::Read>(reader: R, source: &str) -> Result<std::io::BufReader<R>, JsonError> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, reader);
+    let io_error = |e: std::io::Error| JsonError {
+        source: source.to_string(),
+        line: None,
+        column: None,
+        message: e.to_string(),
+    };
+    let head = reader.fill_buf().map_err(io_error)?;
+    if head.starts_with(b"\xef\xbb\xbf") {
+        reader.consume(3);
+    }
+    // The first non-blank character tells an object from the other top levels.
+    let head = reader.fill_buf().map_err(io_error)?;
+    let shown = &head[..head.len().min(64)];
+    let first = String::from_utf8_lossy(shown);
+    plan_object(&first, source)?;
+    Ok(reader)
+}
+
+/// A serde_json error as a [`JsonError`] with its position.
+fn syntax_error(e: serde_json::Error, source: &str) -> JsonError {
+    let (line, column) = (e.line(), e.column());
+    let full = e.to_string();
+    let suffix = format!(" at line {line} column {column}");
+    let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+    JsonError {
+        source: source.to_string(),
+        line: (line > 0).then_some(line),
+        column: (line > 0).then_some(column),
+        message: format!("{message} (expected a plan JSON as written by memplan)"),
+    }
+}
+
+/// The plan of one deserializer's document, built as the entries arrive.
+fn read_plan_with<'de, R: serde_json::de::Read<'de>>(
+    deserializer: &mut serde_json::Deserializer<R>,
+    source: &str,
+    problem: &Problem,
+) -> Result<Plan, JsonError> {
+    let builder = PlanBuilder {
+        problem,
+        index: problem.ids_by_name(),
+        offsets: vec![u64::MAX; problem.len()],
+        seen: vec![false; problem.len()],
+        extents: Vec::new(),
+        fragmented: None,
+        position: 0,
+        failure: None,
+    };
+    let cell = std::cell::RefCell::new(builder);
+    let outcome = serde::de::DeserializeSeed::deserialize(PlanSeed(&cell), &mut *deserializer)
+        .and_then(|arena_bytes| deserializer.end().map(|()| arena_bytes));
+    let builder = cell.into_inner();
     let error = |message: String| JsonError {
         source: source.to_string(),
         line: None,
         column: None,
         message,
     };
-    let text = plan_object(text, source)?;
-    let parsed: PlanIn = serde_json::from_str(text).map_err(|e| {
-        let (line, column) = (e.line(), e.column());
-        let full = e.to_string();
-        let suffix = format!(" at line {line} column {column}");
-        let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
-        JsonError {
-            source: source.to_string(),
-            line: (line > 0).then_some(line),
-            column: (line > 0).then_some(column),
-            message: format!("{message} (expected a plan JSON as written by memplan)"),
-        }
-    })?;
-    let index = problem.ids_by_name();
-    let mut offsets: Vec<Option<u64>> = vec![None; problem.len()];
-    let fragmented = parsed.buffers.iter().any(|b| b.extents.is_some());
-    let mut extents: Vec<Vec<Extent>> = vec![Vec::new(); problem.len()];
-    for (position, entry) in parsed.buffers.iter().enumerate() {
-        let Some(i) = index.get(entry.id.as_str()).map(|id| id.index()) else {
-            return Err(error(format!(
+    // A mismatch with the problem is said in its own words, not as a syntax error.
+    if let Some(message) = builder.failure {
+        return Err(error(message));
+    }
+    let arena_bytes = outcome.map_err(|e| syntax_error(e, source))?;
+    let missing = builder.seen.iter().filter(|&&s| !s).count();
+    if let Some(first) = builder.seen.iter().position(|&s| !s) {
+        return Err(error(format!(
+            "{missing} buffer(s) of the problem are not in the plan, the first is '{}'; a plan \
+             lists every buffer",
+            problem.buffers()[first].name
+        )));
+    }
+    let fragmented = builder.fragmented == Some(true);
+    Ok(Plan {
+        offsets: builder.offsets,
+        arena_bytes,
+        extents: fragmented.then_some(builder.extents),
+    })
+}
+
+/// The plan being read: each entry of `buffers` is checked against the problem and
+/// stored at its buffer's index as it arrives.
+struct PlanBuilder<'p> {
+    problem: &'p Problem,
+    index: crate::problem::NameIndex<'p>,
+    offsets: Vec<u64>,
+    seen: Vec<bool>,
+    /// One list per buffer once the plan is known to be fragmented.
+    extents: Vec<Vec<Extent>>,
+    /// Whether the entries carry `extents`, decided by the first entry.
+    fragmented: Option<bool>,
+    /// The index in `buffers` of the next entry.
+    position: usize,
+    /// Why the plan does not fit the problem, when it does not (reading stops there).
+    failure: Option<String>,
+}
+
+impl PlanBuilder<'_> {
+    fn add(&mut self, entry: BufferIn) -> Result<(), String> {
+        let position = self.position;
+        self.position += 1;
+        let Some(i) = self.index.get(entry.id.as_str()).map(|id| id.index()) else {
+            return Err(format!(
                 "buffers[{position}]: id '{}' is not a buffer of the problem; is this the plan \
                  of another problem?",
                 entry.id
-            )));
+            ));
         };
-        if offsets[i].is_some() {
-            return Err(error(format!(
+        if self.seen[i] {
+            return Err(format!(
                 "buffers[{position}]: buffer '{}' appears twice; a plan lists each buffer once",
                 entry.id
-            )));
+            ));
         }
-        let buffer = &problem.buffers()[i];
+        let buffer = &self.problem.buffers()[i];
         for (key, here, there) in [
             ("size", entry.size, buffer.size),
             ("start", entry.start, buffer.lifetime.start),
             ("end", entry.end, buffer.lifetime.end),
         ] {
             if here != there {
-                return Err(error(format!(
+                return Err(format!(
                     "buffers[{position}]: buffer '{}' has {key} {here} but {there} in the \
                      problem; is this the plan of another problem?",
                     entry.id
-                )));
+                ));
             }
         }
-        offsets[i] = Some(entry.offset);
-        check_tops(entry, position).map_err(error)?;
-        match &entry.extents {
-            Some(list) => {
-                extents[i] = list
+        check_tops(&entry, position)?;
+        self.seen[i] = true;
+        self.offsets[i] = entry.offset;
+        let fragmented = *self.fragmented.get_or_insert(entry.extents.is_some());
+        match (entry.extents, fragmented) {
+            (Some(list), true) => {
+                if self.extents.is_empty() {
+                    self.extents = vec![Vec::new(); self.problem.len()];
+                }
+                self.extents[i] = list
                     .iter()
                     .map(|e| Extent {
                         offset: e.offset,
                         len: e.len,
                     })
-                    .collect()
+                    .collect();
             }
-            None if fragmented => {
-                return Err(error(format!(
+            (None, true) => {
+                return Err(format!(
                     "buffers[{position}]: buffer '{}' has no \"extents\" while other buffers \
                      have them; in a fragmented plan every buffer lists its extents",
                     entry.id
-                )))
+                ))
             }
-            None => {}
+            (Some(_), false) => {
+                return Err(format!(
+                    "buffers[{position}]: buffer '{}' has \"extents\" while the buffers before \
+                     it have none; in a fragmented plan every buffer lists its extents",
+                    entry.id
+                ))
+            }
+            (None, false) => {}
         }
+        Ok(())
     }
-    let missing: Vec<&str> = problem
-        .buffers()
-        .iter()
-        .zip(&offsets)
-        .filter(|(_, o)| o.is_none())
-        .map(|(b, _)| b.name.as_str())
-        .collect();
-    if let Some(first) = missing.first() {
-        return Err(error(format!(
-            "{} buffer(s) of the problem are not in the plan, the first is '{first}'; a plan \
-             lists every buffer",
-            missing.len()
-        )));
+}
+
+/// The top-level object: `arena_bytes` read, `buffers` streamed into the builder, every
+/// other key skipped unbuilt.
+struct PlanSeed<'a, 'p>(&'a std::cell::RefCell<PlanBuilder<'p>>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for PlanSeed<'_, '_> {
+    type Value = Option<u64>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_map(self)
     }
-    Ok(Plan {
-        offsets: offsets.into_iter().flatten().collect(),
-        arena_bytes: parsed.arena_bytes,
-        extents: fragmented.then_some(extents),
-    })
+}
+
+impl<'de> serde::de::Visitor<'de> for PlanSeed<'_, '_> {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a plan object with \"arena_bytes\" and \"buffers\"")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Option<u64>, A::Error> {
+        let mut arena_bytes = None;
+        let mut buffers = false;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "arena_bytes" => arena_bytes = map.next_value::<Option<u64>>()?,
+                "buffers" => {
+                    map.next_value_seed(EntriesSeed(self.0))?;
+                    buffers = true;
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        if !buffers {
+            return Err(serde::de::Error::missing_field("buffers"));
+        }
+        Ok(arena_bytes)
+    }
+}
+
+/// The `buffers` array, one entry at a time.
+struct EntriesSeed<'a, 'p>(&'a std::cell::RefCell<PlanBuilder<'p>>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for EntriesSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for EntriesSeed<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of buffer objects")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(entry) = seq.next_element::<BufferIn>()? {
+            let mut builder = self.0.borrow_mut();
+            if let Err(message) = builder.add(entry) {
+                builder.failure = Some(message);
+                return Err(serde::de::Error::custom(
+                    "the plan does not fit the problem",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The top-level keys of a plan JSON with `buffers` and `tensors` skipped, not built:
