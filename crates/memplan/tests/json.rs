@@ -333,7 +333,19 @@ fn fragmented_plans_write_and_read_back_their_extents() {
 
 #[test]
 fn a_fragmented_plan_lists_extents_for_every_buffer() {
+    // Entries out of problem order are found by name.
     let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    value["buffers"].as_array_mut().unwrap().reverse();
+    let reversed = value.to_string();
+    assert_eq!(
+        read_plan_json_from(reversed.as_bytes(), "p.json", &problem()).unwrap(),
+        fragmented_plan()
+    );
+    assert_eq!(
+        read_plan_json(&reversed, "p.json", &problem()).unwrap(),
+        fragmented_plan()
+    );
     let mut value: Value = serde_json::from_str(&text).unwrap();
     value["buffers"][1]
         .as_object_mut()
