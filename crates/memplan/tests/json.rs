@@ -1,6 +1,8 @@
 //! Plan JSON: writing, reading back, key order and errors.
 
-use memplan::io::json::{read_plan_json, write_plan_json, JsonError, PlanSummary, FIXED_KEYS};
+use memplan::io::json::{
+    read_plan_json, read_plan_json_from, write_plan_json, JsonError, PlanSummary, FIXED_KEYS,
+};
 use memplan::plan::tensors::TensorAddress;
 use memplan::{Buffer, BufferId, Plan, Problem};
 use serde_json::{json, Map, Value};
@@ -472,7 +474,7 @@ fn tops_are_optional_and_checked_when_given() {
 /// or fragmented, with a byte-order mark or without; and the same refusals.
 #[test]
 fn a_streamed_plan_is_the_plan_of_the_text() {
-    use memplan::io::json::{read_plan_json_from, read_plan_summary, read_plan_summary_from};
+    use memplan::io::json::{read_plan_summary, read_plan_summary_from};
     for plan in [plan(), fragmented_plan()] {
         let text = write_plan_json(&problem(), &plan, &summary(), None);
         let from_text = read_plan_json(&text, "p.json", &problem()).unwrap();
@@ -523,7 +525,7 @@ fn a_streamed_plan_is_the_plan_of_the_text() {
 #[test]
 fn a_streamed_json_input_is_bounded_in_length_and_in_each_value() {
     use memplan::io::file::JsonCap;
-    use memplan::io::json::read_plan_json_from;
+
     let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
     let n = text.len() as u64;
     assert!(
