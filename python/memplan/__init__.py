@@ -115,15 +115,49 @@ def from_table(table: Any) -> Problem:
     )
 
 
+# The most bytes read_csv reads: the CLI's cap on text inputs (1 GiB).
+_MAX_TEXT_BYTES = 1 << 30
+
+
 def read_csv(path: Union[str, "os.PathLike[str]"]) -> Problem:
     """Reads a minimalloc CSV file (``id,lower,upper,size[,alignment,offset,…]``). A file
     that cannot be opened raises the built-in :class:`OSError` (``FileNotFoundError``,
-    …); one that is not UTF-8 text or not a valid CSV, :class:`FormatError`."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            text = f.read()
-        except UnicodeDecodeError as error:
+    …); one that is not UTF-8 text, holds a NUL byte, is larger than 1 GiB or is not a
+    valid CSV, :class:`FormatError` (``/dev/zero`` fails at its first byte, a huge file
+    before it is read)."""
+    name = os.fspath(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > _MAX_TEXT_BYTES:
             raise FormatError(
-                f"{os.fspath(path)!s}: not UTF-8 text ({error.reason} at byte {error.start})"
-            ) from None
-    return Problem.from_csv(text, str(os.fspath(path)))
+                f"{name!s} is larger than {_MAX_TEXT_BYTES} bytes, the most memplan reads "
+                "from one input; check that this is the file you meant"
+            )
+        chunks = []
+        total = 0
+        while True:
+            chunk = f.read(1 << 16)
+            if not chunk:
+                break
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                raise FormatError(
+                    f"{name!s}: not UTF-8 text (a NUL byte at byte {total + nul})"
+                )
+            total += len(chunk)
+            if total > _MAX_TEXT_BYTES:
+                raise FormatError(
+                    f"{name!s} is larger than {_MAX_TEXT_BYTES} bytes, the most memplan "
+                    "reads from one input"
+                )
+            chunks.append(chunk)
+    data = b"".join(chunks)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise FormatError(
+            f"{name!s}: not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+    # Universal newlines, as a text-mode open() reads them.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return Problem.from_csv(text, str(name))

@@ -238,3 +238,49 @@ def test_extreme_offsets_are_violations_not_panics():
     violations = memplan.check(problem, [2**64 - 1, 0, 2**64 - 1])
     assert any(v.kind == "overflow" for v in violations)
     refused(lambda: memplan.read_plan("id,lower,upper,size,offset\na,0,2,1024,18446744073709551615\n", problem))
+
+
+# The hostile-input suite's finds (scripts/hostile_run.py): read_csv read /dev/zero until
+# memory ran out and a 10 GB sparse file up to its end; load_tflite read /dev/zero named
+# .tflite up to 2 GiB; an exception message carried a name's raw ANSI escape.
+ZERO = Path("/dev/zero")
+
+
+@pytest.mark.skipif(not ZERO.exists(), reason="no /dev/zero here")
+def test_endless_and_huge_files_are_refused_before_they_are_read(tmp_path):
+    zero_csv = tmp_path / "zero.csv"
+    zero_csv.symlink_to(ZERO)
+    error = refused(lambda: memplan.read_csv(zero_csv), memplan.FormatError)
+    assert "NUL byte at byte 0" in str(error)
+    sparse = tmp_path / "sparse.csv"
+    with open(sparse, "wb") as f:
+        f.truncate(10 << 30)
+    error = refused(lambda: memplan.read_csv(sparse), memplan.FormatError)
+    assert "larger than" in str(error)
+    zero_tflite = tmp_path / "zero.tflite"
+    zero_tflite.symlink_to(ZERO)
+    error = refused(lambda: memplan.load_tflite(zero_tflite), memplan.ModelError)
+    assert "TFL3" in str(error)
+    sparse_tflite = tmp_path / "sparse.tflite"
+    sparse_tflite.symlink_to(sparse)
+    error = refused(lambda: memplan.plan_file(sparse_tflite, "best-of"), memplan.MemplanError)
+    assert "larger than" in str(error)
+
+
+def test_read_csv_keeps_its_newlines_and_bom(tmp_path):
+    path = tmp_path / "crlf.csv"
+    path.write_bytes(b"\xef\xbb\xbfid,lower,upper,size\r\na,0,2,8\rb,1,3,8\n")
+    assert memplan.read_csv(path).names == ["a", "b"]
+
+
+def test_exception_messages_escape_control_characters(tmp_path):
+    path = tmp_path / "names.json"
+    path.write_text(
+        '{"name": "g", "inputs": ["a"], "outputs": ["b"], "values": ['
+        '{"name": "a", "dtype": "FLOAT", "shape": [4]},'
+        '{"name": "b", "dtype": "FLOAT", "shape": [4]}], "nodes": ['
+        '{"name": "n", "op": "Relu", "inputs": ["\\u001b[31mred"], "outputs": ["b"]}]}'
+    )
+    error = refused(lambda: memplan.plan_file(path, "best-of"))
+    assert "\x1b" not in str(error), str(error)
+    assert "\\u{1b}[31mred" in str(error), str(error)

@@ -285,13 +285,16 @@ fn read_trace(path: &Path, args: &TrainArgs) -> Result<Trace> {
     )?)
 }
 
-fn options(trace: &Trace, args: &TrainArgs) -> Result<TrainOptions> {
+fn options(path: &Path, trace: &Trace, args: &TrainArgs) -> Result<TrainOptions> {
     let iteration = match args.iteration {
         Some(n) => n,
         None if trace.iteration(1).is_some() => 1,
         None => match trace.iterations.first() {
             Some(first) => first.number,
-            None => bail!("the trace has no events to train on"),
+            None => bail!(
+                "'{}': the trace has no events to train on (it is empty, or a header alone); record at least one iteration",
+                path.display()
+            ),
         },
     };
     Ok(TrainOptions {
@@ -310,7 +313,7 @@ fn train_command(
     format: ReportFormat,
 ) -> Result<ExitCode> {
     let trace = read_trace(path, args)?;
-    let options = options(&trace, args)?;
+    let options = options(path, &trace, args)?;
     let plan = train(&trace, &options)
         .with_context(|| format!("cannot train a plan from '{}'", path.display()))?;
     if let Some(output) = output {
@@ -360,7 +363,7 @@ fn sweep(path: &Path, args: &TrainArgs, intervals: &[u64]) -> Result<ExitCode> {
         let mut plans = Vec::new();
         for &g in intervals {
             for order in Order::ALL {
-                let mut options = options(&trace, args)?;
+                let mut options = options(path, &trace, args)?;
                 options.class_interval = g;
                 options.order = order;
                 // Only the numbers are kept: one plan in memory at a time.
@@ -433,7 +436,7 @@ fn with_plan(
         return Ok((args, None));
     }
     let trace = read_trace(path, &args.train)?;
-    let plan = train(&trace, &options(&trace, &args.train)?)
+    let plan = train(&trace, &options(path, &trace, &args.train)?)
         .with_context(|| format!("cannot train a plan from '{}'", path.display()))?;
     let file = std::env::temp_dir().join(format!("memplan-pool-plan-{}.json", std::process::id()));
     std::fs::write(&file, serde_json::to_string(&plan)?)
@@ -854,13 +857,17 @@ fn replay_here(path: &Path, kind: AllocatorKind, args: &ReplayArgs) -> Result<Re
                         plan_path.display()
                     )
                 })?;
-            Some(
-                serde_json::from_str::<Plan>(text).with_context(|| {
-                    format!("'{}' is not a pool plan JSON", plan_path.display())
-                })?,
-            )
+            let plan = serde_json::from_str::<Plan>(text)
+                .with_context(|| format!("'{}' is not a pool plan JSON", plan_path.display()))?;
+            plan.validate().map_err(|why| {
+                anyhow::anyhow!(
+                    "'{}' is not a valid pool plan: {why}; train one with `memplan pool train TRACE -o PLAN`",
+                    plan_path.display()
+                )
+            })?;
+            Some(plan)
         }
-        (AllocatorKind::Pool, None) => Some(train(&trace, &options(&trace, &args.train)?)?),
+        (AllocatorKind::Pool, None) => Some(train(&trace, &options(path, &trace, &args.train)?)?),
         _ => None,
     };
     // Only the compact steps stay in memory during the replay; the C heap gives back what

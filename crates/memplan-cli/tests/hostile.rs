@@ -526,4 +526,99 @@ fn check_streams_a_plan_json_larger_than_the_text_cap() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("the most memplan streams"), "{err}");
+/// The hostile-input suite's finds (scripts/hostile_run.py): `/dev/zero` named `.tflite`
+/// was read up to the 2 GiB cap (2 GB of RSS) before the identifier was looked at; a
+/// sparse 10 GB file of any kind was read up to the cap before its size was; `/dev/zero`
+/// or a 10 GB file on standard input was read up to the cap. Each now fails at once.
+#[test]
+fn an_endless_or_huge_input_fails_before_it_is_read() {
+    if !std::path::Path::new("/dev/zero").exists() {
+        eprintln!("skipped: no /dev/zero here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let zero = dir.path().join("zero.tflite");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let mut cases: Vec<(Vec<String>, &str)> = Vec::new();
+    let zero = zero.to_str().unwrap().to_string();
+    for command in ["plan", "bound", "inspect", "check"] {
+        cases.push((vec![command.into(), zero.clone()], "not \"TFL3\""));
+    }
+    // Sparse: 10 GB that cost no disk.
+    for name in ["sparse.tflite", "sparse.onnx", "sparse.csv", "sparse.json"] {
+        let path = dir.path().join(name);
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(10 << 30)
+            .unwrap();
+        cases.push((
+            vec!["bound".into(), path.to_str().unwrap().into()],
+            "is larger than",
+        ));
+    }
+    for (args, expected) in &cases {
+        let out = memplan(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        no_panic(&out, &args[0]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        // (A sparse CSV, JSON or ONNX file read first failed on its NUL bytes.)
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    let sparse = dir.path().join("sparse.csv");
+    for (stdin, expected) in [
+        (std::fs::File::open("/dev/zero").unwrap(), "8 NUL bytes"),
+        (std::fs::File::open(&sparse).unwrap(), "is larger than"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_memplan"))
+            .args(["bound", "-"])
+            .stdin(stdin)
+            .output()
+            .unwrap();
+        no_panic(&out, "bound -");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(expected), "{err}");
+    }
+}
+
+/// The hostile-input suite's finds: an empty pool trace and an inconsistent pool plan were
+/// refused without naming the file ("the trace has no events to train on", "invalid plan:
+/// total_bytes is …" from the replay child).
+#[test]
+fn empty_traces_and_invalid_pool_plans_name_their_file() {
+    let trace = scratch("empty_trace.csv", b"seq,iter,op,size,id,align\n");
+    for command in ["train", "sweep"] {
+        let out = memplan(&["pool", command, trace.to_str().unwrap()]);
+        no_panic(&out, command);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains("empty_trace.csv") && err.contains("no events"),
+            "{command}: {err}"
+        );
+    }
+    let good = root().join("fuzz/seeds/pool_plan/pool_trace.json");
+    let text = std::fs::read_to_string(&good).unwrap();
+    let broken = scratch(
+        "broken_pool_plan.json",
+        text.replace("\"total_bytes\": 141312", "\"total_bytes\": 7")
+            .as_bytes(),
+    );
+    let trace = root().join("examples/pool_trace.csv");
+    let out = memplan(&[
+        "pool",
+        "replay",
+        trace.to_str().unwrap(),
+        "-a",
+        "pool",
+        "--plan",
+        broken.to_str().unwrap(),
+    ]);
+    no_panic(&out, "replay");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("broken_pool_plan.json") && err.contains("total_bytes is 7"),
+        "{err}"
+    );
 }

@@ -248,3 +248,97 @@ fn serve(trace: &Trace) -> u32 {
     }
     served_count
 }
+
+/// Plans whose arena is at most this many bytes are also made into a [`crate::Pool`] and
+/// served from, so that one input stays cheap.
+pub const MAX_SERVED_ARENA: u64 = 1 << 22;
+
+/// What one input of [`pool_plan`] reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanReached {
+    /// Read as a pool plan JSON.
+    pub read: bool,
+    /// Passed [`train::Plan::validate`].
+    pub valid: bool,
+    /// Requests served from a pool made from it.
+    pub served: u32,
+}
+
+/// Fuzzes the pool plan JSON reader (`memplan pool replay --plan`, the preload
+/// allocator's `MEMPLAN_POOL_PLAN`) with arbitrary text. A refused text must say why; a
+/// plan read must either fail [`train::Plan::validate`] with a message or keep what the
+/// runtime pool relies on: a layout whose end is `arena_bytes` with every block inside
+/// it, a JSON round trip to the same plan, and (for small arenas) a [`crate::Pool`] that
+/// builds and serves each schedule's blocks inside its arena, no two live ones sharing a
+/// byte.
+pub fn pool_plan(data: &[u8]) -> PlanReached {
+    let mut reached = PlanReached::default();
+    let text = String::from_utf8_lossy(data);
+    let plan: train::Plan = match serde_json::from_str(&text) {
+        Ok(plan) => plan,
+        Err(error) => {
+            assert!(!error.to_string().is_empty(), "empty JSON error");
+            return reached;
+        }
+    };
+    reached.read = true;
+    if let Err(why) = plan.validate() {
+        assert!(!why.is_empty(), "empty validation error");
+        let pool = crate::Pool::new(&plan, crate::PoolOptions::default());
+        assert!(pool.is_err(), "a pool was made from an invalid plan: {why}");
+        return reached;
+    }
+    reached.valid = true;
+    let (slots, end) = plan.layout().expect("a valid plan has a layout");
+    assert_eq!(end, plan.arena_bytes, "layout end and arena_bytes differ");
+    for (block, &slot) in plan.blocks.iter().zip(&slots) {
+        let block_end = slot
+            .checked_add(block.class_bytes)
+            .expect("a block's end overflows");
+        assert!(block_end <= end, "a block ends past the arena");
+    }
+    let again: train::Plan =
+        serde_json::from_str(&serde_json::to_string(&plan).expect("a plan serialises"))
+            .expect("a written plan reads back");
+    assert_eq!(again, plan, "the JSON round trip changed the plan");
+    if plan.arena_bytes > MAX_SERVED_ARENA {
+        return reached;
+    }
+    let pool = match crate::Pool::new(&plan, crate::PoolOptions::default()) {
+        Ok(pool) => pool,
+        Err(error) => panic!(
+            "a valid plan of {} bytes made no pool: {error}",
+            plan.arena_bytes
+        ),
+    };
+    // One request of each scheduled class, all live together, then all freed.
+    let mut live: Vec<(usize, usize)> = Vec::new();
+    let mut pointers = Vec::new();
+    for schedule in plan.schedules.iter().take(64) {
+        let Ok(size) = usize::try_from(schedule.class_bytes) else {
+            continue;
+        };
+        if size > MAX_SERVED_ARENA as usize {
+            continue;
+        }
+        let Some(ptr) = pool.alloc(size.max(1), 64) else {
+            continue;
+        };
+        let start = ptr.as_ptr() as usize;
+        assert_eq!(start % 64, 0, "a served pointer is misaligned");
+        for &(other, other_end) in &live {
+            assert!(
+                start + size.max(1) <= other || other_end <= start,
+                "served ranges overlap"
+            );
+        }
+        live.push((start, start + size.max(1)));
+        pointers.push(ptr);
+        reached.served += 1;
+    }
+    for ptr in pointers {
+        // SAFETY: each pointer came from this pool's alloc and is freed once.
+        unsafe { pool.free(ptr) };
+    }
+    reached
+}

@@ -194,3 +194,32 @@ proptest! {
         traces(&input);
     }
 }
+
+/// The `pool_plan` fuzz target's logic on its seed corpus (`fuzz/seeds/pool_plan`) and
+/// seeded mutations of it: trained plans (packed and not) are read, validated and served
+/// from; the 64 GiB plan is valid but not served here.
+#[test]
+fn pool_plan_seeds_and_mutations() {
+    use memplan_pool::fuzzing::pool_plan;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/pool_plan");
+    let mut files: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "the pool_plan seed corpus is missing");
+    let mut served = 0;
+    let mut valid = 0;
+    for bytes in &files {
+        let reached = pool_plan(bytes);
+        assert!(reached.read, "{}", String::from_utf8_lossy(bytes));
+        valid += u32::from(reached.valid);
+        served += reached.served;
+    }
+    assert!(valid >= 3 && served > 0, "valid {valid}, served {served}");
+    let mut rng = Rng(45);
+    for _ in 0..2_000 {
+        let seed = &files[rng.below(files.len())];
+        pool_plan(&mutate(seed, &mut rng));
+    }
+}

@@ -57,6 +57,20 @@ create_exception!(
     "A planner could not produce a plan (for example, fixed offsets that clash)."
 );
 
+/// A message for an exception: names and file contents it quotes are shown, never
+/// obeyed by a terminal that prints the traceback (every control character but the line
+/// breaks escaped, as the CLI prints its errors).
+fn shown(message: String) -> String {
+    if !message.contains(|c: char| c.is_control() && c != '\n') {
+        return message;
+    }
+    message
+        .split('\n')
+        .map(|line| memplan::render::printable(line).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// An error on its way to Python: already an exception.
 pub struct Error(PyErr);
 
@@ -77,29 +91,29 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// `InputError(message)`.
 pub fn input(message: impl Into<String>) -> Error {
-    Error(InputError::new_err(message.into()))
+    Error(InputError::new_err(shown(message.into())))
 }
 
 /// `FormatError(message)`: a file or text that is not what it claims to be.
 pub fn format(message: impl Into<String>) -> Error {
-    Error(FormatError::new_err(message.into()))
+    Error(FormatError::new_err(shown(message.into())))
 }
 
 /// `PlanningError(message)`: planning failed on a valid input.
 pub fn planning(message: impl Into<String>) -> Error {
-    Error(PlanningError::new_err(message.into()))
+    Error(PlanningError::new_err(shown(message.into())))
 }
 
 /// `ValueError(message)`: an argument out of range; the message names the argument.
 pub fn value(message: impl Into<String>) -> Error {
-    Error(PyValueError::new_err(message.into()))
+    Error(PyValueError::new_err(shown(message.into())))
 }
 
 /// `MemplanError("internal error: …")`: something that cannot happen did (a bug).
 pub fn internal(message: impl std::fmt::Display) -> Error {
-    Error(MemplanError::new_err(format!(
+    Error(MemplanError::new_err(shown(format!(
         "internal error: {message}; please report this bug"
-    )))
+    ))))
 }
 
 /// The built-in `OSError` subclass of an I/O error reading `path`: `OSError(errno,
@@ -118,9 +132,9 @@ pub fn os_error(e: &std::io::Error, path: &Path) -> Error {
         None => {
             let message = format!("{filename}: {text}");
             match e.kind() {
-                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
-                std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
-                _ => PyOSError::new_err(message),
+                std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(shown(message)),
+                std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(shown(message)),
+                _ => PyOSError::new_err(shown(message)),
             }
         }
     })
@@ -138,14 +152,14 @@ impl From<memplan::ProblemError> for Error {
 /// A problem CSV or solution CSV that cannot be read.
 impl From<memplan::io::csv::CsvError> for Error {
     fn from(e: memplan::io::csv::CsvError) -> Error {
-        Error(FormatError::new_err(e.to_string()))
+        Error(FormatError::new_err(shown(e.to_string())))
     }
 }
 
 /// A plan JSON that cannot be read.
 impl From<memplan::io::json::JsonError> for Error {
     fn from(e: memplan::io::json::JsonError) -> Error {
-        Error(FormatError::new_err(e.to_string()))
+        Error(FormatError::new_err(shown(e.to_string())))
     }
 }
 
@@ -167,8 +181,10 @@ impl From<memplan::planner::strip::UnknownMetric> for Error {
 impl From<memplan::planner::PlanError> for Error {
     fn from(e: memplan::planner::PlanError) -> Error {
         match e {
-            memplan::planner::PlanError::Internal(_) => Error(MemplanError::new_err(e.to_string())),
-            _ => Error(PlanningError::new_err(e.to_string())),
+            memplan::planner::PlanError::Internal(_) => {
+                Error(MemplanError::new_err(shown(e.to_string())))
+            }
+            _ => Error(PlanningError::new_err(shown(e.to_string()))),
         }
     }
 }
@@ -188,11 +204,11 @@ impl From<memplan_onnx::OnnxError> for Error {
             memplan_onnx::OnnxError::File(file) => match file.as_ref() {
                 memplan::io::file::FileError::Io { path, source } => os_error(source, path),
                 // Too large, not text, or refused in its first bytes: the content's fault.
-                _ => Error(ModelError::new_err(e.to_string())),
+                _ => Error(ModelError::new_err(shown(e.to_string()))),
             },
-            _ => Error(ModelError::new_err(
+            _ => Error(ModelError::new_err(shown(
                 python_words(&e).unwrap_or_else(|| e.to_string()),
-            )),
+            ))),
         }
     }
 }
@@ -244,8 +260,10 @@ fn python_words(e: &memplan_onnx::OnnxError) -> Option<String> {
 impl From<memplan_tflite::TfliteError> for Error {
     fn from(e: memplan_tflite::TfliteError) -> Error {
         match e {
-            memplan_tflite::TfliteError::Io { .. } => Error(PyOSError::new_err(e.to_string())),
-            _ => Error(ModelError::new_err(e.to_string())),
+            memplan_tflite::TfliteError::Io { .. } => {
+                Error(PyOSError::new_err(shown(e.to_string())))
+            }
+            _ => Error(ModelError::new_err(shown(e.to_string()))),
         }
     }
 }
@@ -254,8 +272,13 @@ impl From<memplan_tflite::TfliteError> for Error {
 /// at `path`; an invalid problem built from a valid graph is a bug.
 pub fn analysis(path: &Path, e: memplan_graph::AnalysisError) -> Error {
     match e {
-        memplan_graph::AnalysisError::Problem(_) => Error(MemplanError::new_err(e.to_string())),
-        _ => Error(ModelError::new_err(format!("'{}': {e}", path.display()))),
+        memplan_graph::AnalysisError::Problem(_) => {
+            Error(MemplanError::new_err(shown(e.to_string())))
+        }
+        _ => Error(ModelError::new_err(shown(format!(
+            "'{}': {e}",
+            path.display()
+        )))),
     }
 }
 
@@ -302,14 +325,14 @@ pub fn session(e: anyhow::Error) -> Error {
             .downcast_ref::<memplan::planner::PlanError>()
             .is_some()
         {
-            return Error(PlanningError::new_err(message));
+            return Error(PlanningError::new_err(shown(message)));
         }
         if cause.downcast_ref::<memplan_onnx::OnnxError>().is_some()
             || cause
                 .downcast_ref::<memplan_tflite::TfliteError>()
                 .is_some()
         {
-            return Error(ModelError::new_err(message));
+            return Error(ModelError::new_err(shown(message)));
         }
     }
     input(message)

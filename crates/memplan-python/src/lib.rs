@@ -1054,20 +1054,27 @@ fn load_tflite(py: Python<'_>, path: PathBuf, alias: bool, inplace: bool) -> Res
 /// `OSError`s (memplan-tflite's own reader keeps only their message), a larger file as
 /// `ModelError`.
 fn read_model_file(path: &std::path::Path, limit: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| os_error(&e, path))?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| os_error(&e, path))?;
-    if bytes.len() as u64 > limit {
-        return Err(memplan_tflite::TfliteError::TooLarge {
-            file: path.display().to_string(),
-            limit,
-        }
-        .into());
-    }
-    Ok(bytes)
+    use memplan::io::file::FileError;
+    let name = || path.display().to_string();
+    memplan::io::file::read_bytes_checked(path, limit, memplan_tflite::model::check_identifier)
+        .map_err(|e| match e {
+            FileError::Io { source, .. } => os_error(&source, path),
+            FileError::TooLarge { limit, .. } => memplan_tflite::TfliteError::TooLarge {
+                file: name(),
+                limit,
+            }
+            .into(),
+            FileError::Refused { message, .. } => memplan_tflite::TfliteError::NotTflite {
+                file: name(),
+                why: message,
+            }
+            .into(),
+            other => memplan_tflite::TfliteError::Invalid {
+                file: name(),
+                what: other.to_string(),
+            }
+            .into(),
+        })
 }
 
 #[pymodule]

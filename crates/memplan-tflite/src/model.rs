@@ -164,20 +164,39 @@ pub fn read_file(path: &std::path::Path) -> Result<Model, TfliteError> {
 /// errors.
 pub fn read_bytes(path: &std::path::Path) -> Result<Vec<u8>, TfliteError> {
     use memplan::io::file::FileError;
-    memplan::io::file::read_bytes(path, MAX_FILE_BYTES).map_err(|e| match e {
-        FileError::TooLarge { limit, .. } => TfliteError::TooLarge {
-            file: path.display().to_string(),
-            limit,
-        },
-        FileError::Io { source, .. } => TfliteError::Io {
-            file: path.display().to_string(),
-            message: source.to_string(),
-        },
-        other => TfliteError::Io {
-            file: path.display().to_string(),
-            message: other.to_string(),
-        },
+    memplan::io::file::read_bytes_checked(path, MAX_FILE_BYTES, check_identifier).map_err(|e| {
+        match e {
+            FileError::TooLarge { limit, .. } => TfliteError::TooLarge {
+                file: path.display().to_string(),
+                limit,
+            },
+            FileError::Refused { message, .. } => TfliteError::NotTflite {
+                file: path.display().to_string(),
+                why: message,
+            },
+            FileError::Io { source, .. } => TfliteError::Io {
+                file: path.display().to_string(),
+                message: source.to_string(),
+            },
+            other => TfliteError::Io {
+                file: path.display().to_string(),
+                message: other.to_string(),
+            },
+        }
     })
+}
+
+/// The check [`read_bytes`] shows each chunk of a file to: the file identifier sits in
+/// bytes 4..8, so a file without `TFL3` there (`/dev/zero` named `.tflite`) is refused in
+/// its first chunk, not after reading up to the cap.
+pub fn check_identifier(chunk: &[u8], offset: u64) -> Result<(), String> {
+    match chunk.get(4..8) {
+        Some(id) if offset == 0 && id != b"TFL3" => Err(format!(
+            "its file identifier is {:?}, not \"TFL3\"; check that this is a .tflite file",
+            String::from_utf8_lossy(id)
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The verifier's limits: generous for real models, bounded for hostile ones.

@@ -21,34 +21,76 @@ pub fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == STDIN
 }
 
-static STDIN_BYTES: OnceLock<Result<Vec<u8>, (std::io::ErrorKind, String)>> = OnceLock::new();
+/// Why standard input could not be read, kept with it.
+#[derive(Debug)]
+enum StdinError {
+    Io(std::io::ErrorKind, String),
+    TooLarge,
+    Refused(String),
+}
+
+static STDIN_BYTES: OnceLock<Result<Vec<u8>, StdinError>> = OnceLock::new();
 
 fn stdin_cap() -> u64 {
     MAX_STDIN_BYTES.max(max_text_bytes())
 }
 
-/// Standard input, read on the first call (at most [`MAX_STDIN_BYTES`]) and kept.
+/// Standard input, read on the first call (at most [`MAX_STDIN_BYTES`]) and kept. A file
+/// redirected to it that is over the cap is refused before it is read, and so is a stream
+/// whose first 8 bytes are all NUL (`< /dev/zero`): no input of memplan starts so (text
+/// has no NUL, a protobuf message's first tag has a field number above 0, a TFLite model
+/// has `TFL3` at byte 4), and reading on would hold up to the cap in memory.
 pub fn stdin_bytes() -> Result<&'static [u8], FileError> {
-    let read = STDIN_BYTES.get_or_init(|| {
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .lock()
-            .take(stdin_cap().saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map(|_| bytes)
-            .map_err(|e| (e.kind(), e.to_string()))
-    });
+    let read = STDIN_BYTES.get_or_init(read_stdin);
+    let path = || PathBuf::from(STDIN);
     match read {
-        Ok(bytes) if bytes.len() as u64 > stdin_cap() => Err(FileError::TooLarge {
-            path: PathBuf::from(STDIN),
+        Ok(bytes) => Ok(bytes),
+        Err(StdinError::TooLarge) => Err(FileError::TooLarge {
+            path: path(),
             limit: stdin_cap(),
         }),
-        Ok(bytes) => Ok(bytes),
-        Err((kind, message)) => Err(FileError::Io {
-            path: PathBuf::from(STDIN),
+        Err(StdinError::Refused(message)) => Err(FileError::Refused {
+            path: path(),
+            message: message.clone(),
+        }),
+        Err(StdinError::Io(kind, message)) => Err(FileError::Io {
+            path: path(),
             source: std::io::Error::new(*kind, message.clone()),
         }),
     }
+}
+
+fn read_stdin() -> Result<Vec<u8>, StdinError> {
+    let cap = stdin_cap();
+    // Standard input's own file (Linux names it /proc/self/fd/0): a regular one says its
+    // length.
+    if std::fs::metadata("/proc/self/fd/0").is_ok_and(|m| m.is_file() && m.len() > cap) {
+        return Err(StdinError::TooLarge);
+    }
+    let mut bytes = Vec::new();
+    let mut stdin = std::io::stdin().lock().take(cap.saturating_add(1));
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        let n = match stdin.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(StdinError::Io(e.kind(), e.to_string())),
+        };
+        let before = bytes.len();
+        bytes.extend_from_slice(&chunk[..n]);
+        if before < 8 && bytes.len() >= 8 && bytes[..8].iter().all(|&b| b == 0) {
+            return Err(StdinError::Refused(
+                "it starts with 8 NUL bytes, which none of memplan's inputs does (CSV and JSON \
+                 are text, ONNX and TFLite models start otherwise); check what is piped in"
+                    .into(),
+            ));
+        }
+    }
+    if bytes.len() as u64 > cap {
+        return Err(StdinError::TooLarge);
+    }
+    Ok(bytes)
 }
 
 /// The largest text input read by default (CSV, graph JSON, plan JSON): 1 GiB, about ten
@@ -121,7 +163,19 @@ fn read_with(
         return Ok(all.to_vec());
     }
     let file = std::fs::File::open(path).map_err(io)?;
-    let hint = file.metadata().map(|m| m.len()).unwrap_or(0).min(limit);
+    let metadata = file.metadata().ok();
+    // A regular file says its length: one over the cap (a sparse 10 GB file costs no
+    // disk) is refused before a byte is read.
+    if metadata
+        .as_ref()
+        .is_some_and(|m| m.is_file() && m.len() > limit)
+    {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    let hint = metadata.map_or(0, |m| m.len()).min(limit);
     let mut bytes = Vec::with_capacity(hint as usize);
     let mut reader = file.take(limit.saturating_add(1));
     let mut chunk = vec![0u8; 1 << 16];
@@ -363,5 +417,24 @@ mod tests {
         std::fs::remove_file(&dir).unwrap();
         let e = read_text(&dir).unwrap_err().to_string();
         assert!(e.contains("cannot read"), "{e}");
+    }
+
+    /// A regular file over the cap is refused by its length, before a byte is read: a
+    /// sparse file (all NUL bytes) failed on its first NUL, or was read up to the cap.
+    #[test]
+    fn a_file_over_the_cap_is_refused_by_its_length() {
+        let path = std::env::temp_dir().join(format!("memplan-sparse-{}", std::process::id()));
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len((1 << 20) + 1)
+            .unwrap();
+        let e = read_text_capped(&path, 1 << 20).unwrap_err();
+        assert!(
+            matches!(e, FileError::TooLarge { limit, .. } if limit == 1 << 20),
+            "{e}"
+        );
+        let e = read_bytes_checked(&path, 1 << 20, |_, _| Err("read".into())).unwrap_err();
+        assert!(matches!(e, FileError::TooLarge { .. }), "{e}");
+        std::fs::remove_file(&path).unwrap();
     }
 }
