@@ -526,6 +526,8 @@ fn check_streams_a_plan_json_larger_than_the_text_cap() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("the most memplan streams"), "{err}");
+}
+
 /// The hostile-input suite's finds (scripts/hostile_run.py): `/dev/zero` named `.tflite`
 /// was read up to the 2 GiB cap (2 GB of RSS) before the identifier was looked at; a
 /// sparse 10 GB file of any kind was read up to the cap before its size was; `/dev/zero`
