@@ -396,8 +396,9 @@ impl Summary {
 /// tensors (a class's blocks are only ever created for its own tensors); its blocks take
 /// its slots in creation order. Slot order is then the order in which the method visits
 /// blocks: the tensor's own class first, then the larger classes ascending, each in
-/// creation order. A segment tree over the slots holds [`Summary`]s; the search descends
-/// into a subtree only when its summary allows a fit, and tests a candidate block
+/// creation order. A segment tree over the slots holds [`Summary`]s, and from height 2 up
+/// the *reach* of its blocks per time bucket (see [`Blocks::block_reach`]); the search
+/// descends into a subtree only when both allow a fit, and tests a candidate block
 /// exactly, so it returns the very block a scan of every block would.
 struct Blocks {
     slots: Vec<Option<Building>>,
@@ -406,17 +407,67 @@ struct Blocks {
     /// Leaves start at `leaves`; node `i`'s children are `2i` and `2i + 1`.
     tree: Vec<Summary>,
     leaves: usize,
+    /// Positions of one time bucket: bucket `j` is `[j * width, (j + 1) * width)`.
+    width: usize,
+    /// Per node `1..leaves / 2` (height 2 and up), [`BUCKETS`] values: the largest
+    /// [`Blocks::block_reach`] of its blocks in each bucket (`u32::MAX`: unbounded).
+    reach: Vec<u32>,
 }
 
+/// Time buckets of [`Blocks::reach`].
+const BUCKETS: usize = 64;
+
 impl Blocks {
-    fn new(slots: usize) -> Blocks {
+    /// `slots` slots for lifetimes within `[0, len)`.
+    fn new(slots: usize, len: usize) -> Blocks {
         let leaves = slots.next_power_of_two().max(1);
         Blocks {
             slots: vec![None; slots],
             holes: vec![BTreeMap::new(); slots],
             tree: vec![Summary::EMPTY; 2 * leaves],
             leaves,
+            width: len.div_ceil(BUCKETS).max(1),
+            reach: vec![0; leaves / 2 * BUCKETS],
         }
+    }
+
+    /// At least the end of every free run (hole, or the stretch before the first or
+    /// after the last interval) of the block in `slot` that meets bucket `j`; 0 for no
+    /// block. A block that can hold `[s, e)` has a free run from `s` to at least `e`,
+    /// which meets `s`'s bucket: its reach there is at least `e`.
+    fn block_reach(&self, slot: usize, j: usize) -> usize {
+        let Some(block) = self.slots.get(slot).and_then(Option::as_ref) else {
+            return 0;
+        };
+        let (start, end) = (j * self.width, (j + 1) * self.width);
+        // The last interval starting before the bucket's end.
+        let Some((&held_start, &held_end)) = block.held.range(..end).next_back() else {
+            // Free from 0 up to the first interval, past the bucket.
+            return block.held.first_key_value().map_or(usize::MAX, |(&s, _)| s);
+        };
+        if held_end < end {
+            // The run after it meets the bucket and is the last that does.
+            block
+                .held
+                .range(held_end..)
+                .next()
+                .map_or(usize::MAX, |(&s, _)| s)
+        } else if held_start > start {
+            // It covers the bucket's end: runs meeting the bucket end by its start.
+            held_start
+        } else {
+            // It covers the whole bucket.
+            0
+        }
+    }
+
+    /// Whether the subtree of `node` may hold `[s, e)`.
+    fn may_fit(&self, node: usize, (s, e): (usize, usize)) -> bool {
+        self.tree[node].may_fit((s, e))
+            && (node >= self.leaves / 2 || {
+                let reach = self.reach[node * BUCKETS + s / self.width];
+                reach == u32::MAX || reach as usize >= e
+            })
     }
 
     /// The first slot from `from` on whose block `lifetime` fits.
@@ -432,7 +483,7 @@ impl Blocks {
         from: usize,
         lifetime: &[(usize, usize)],
     ) -> Option<usize> {
-        if hi <= from || !lifetime.iter().all(|&i| self.tree[node].may_fit(i)) {
+        if hi <= from || !lifetime.iter().all(|&i| self.may_fit(node, i)) {
             return None;
         }
         if hi - lo == 1 {
@@ -456,9 +507,19 @@ impl Blocks {
         let block = self.slots[slot].as_mut().expect("a block in the slot");
         let holes = &mut self.holes[slot];
         block.tensors += 1;
+        // The buckets whose reach may change: those that the part of a free run up to the
+        // end of the interval taken from it meets (the rest of the run keeps its end);
+        // every bucket for a new block (its slot had no reach).
+        let (mut low, mut high) = if block.held.is_empty() {
+            (0, BUCKETS)
+        } else {
+            (usize::MAX, 0)
+        };
         for &(s, e) in lifetime {
             let before = block.held.range(..s).next_back().map(|(_, &end)| end);
             let after = block.held.range(e..).next().map(|(&start, _)| start);
+            low = low.min(before.unwrap_or(0) / self.width);
+            high = high.max(e.div_ceil(self.width));
             if let (Some(before), Some(after)) = (before, after) {
                 // `[s, e)` goes into this hole (`before <= s < e <= after`).
                 match holes.get_mut(&(after - before)) {
@@ -495,6 +556,33 @@ impl Blocks {
             node /= 2;
             self.tree[node] = Summary::combine(self.tree[2 * node], self.tree[2 * node + 1]);
         }
+        // The reach, bottom up: height 2 from its four slots, above from the children.
+        let high = high.min(BUCKETS);
+        let mut node = (self.leaves + slot) / 4;
+        if node == 0 {
+            return;
+        }
+        for j in low..high {
+            let first = node * 4 - self.leaves;
+            let reach = (first..first + 4)
+                .map(|slot| self.block_reach(slot, j))
+                .max()
+                .unwrap_or(0);
+            self.reach[node * BUCKETS + j] = u32::try_from(reach).unwrap_or(u32::MAX);
+        }
+        while node > 1 {
+            node /= 2;
+            let mut changed = false;
+            for j in low..high {
+                let reach = self.reach[2 * node * BUCKETS + j]
+                    .max(self.reach[(2 * node + 1) * BUCKETS + j]);
+                changed |= std::mem::replace(&mut self.reach[node * BUCKETS + j], reach) != reach;
+            }
+            if !changed {
+                // Nothing above changes either.
+                break;
+            }
+        }
     }
 }
 
@@ -513,7 +601,12 @@ fn place(tensors: &[Tensor], visit: &[usize]) -> Result<Placement, TrainError> {
         next += count;
     }
     let mut used: HashMap<u64, usize> = HashMap::new();
-    let mut blocks = Blocks::new(tensors.len());
+    let len = tensors
+        .iter()
+        .flat_map(|t| t.lifetime.iter().map(|&(_, e)| e))
+        .max()
+        .unwrap_or(0);
+    let mut blocks = Blocks::new(tensors.len(), len);
     let mut placed = vec![usize::MAX; tensors.len()];
     for &t in visit {
         let tensor = &tensors[t];
@@ -912,6 +1005,24 @@ mod tests {
             let iteration = trace.iterations[which % trace.iterations.len()].number;
             for order in Order::ALL {
                 same_as_scan(&trace, &options(g, order, iteration, min_size, pack))?;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The same on larger traces: deeper trees, time buckets wider than one event.
+        #[test]
+        fn indexed_first_fit_is_the_scan_on_larger_traces(
+            tensors in prop::collection::vec((0u64..6, 0usize..400), 300..1500),
+            iterations in 1usize..3,
+        ) {
+            let tensors: Vec<(u64, usize)> = tensors.into_iter().map(|(k, life)| (1 + k * 1000, life)).collect();
+            let trace = trace(&tensors, iterations);
+            let iteration = trace.iterations[0].number;
+            for order in Order::ALL {
+                same_as_scan(&trace, &options(2048, order, iteration, 0, false))?;
             }
         }
     }
