@@ -510,11 +510,8 @@ impl Blocks {
         // The buckets whose reach may change: those that the part of a free run up to the
         // end of the interval taken from it meets (the rest of the run keeps its end);
         // every bucket for a new block (its slot had no reach).
-        let (mut low, mut high) = if block.held.is_empty() {
-            (0, BUCKETS)
-        } else {
-            (usize::MAX, 0)
-        };
+        let new = block.held.is_empty();
+        let (mut low, mut high) = if new { (0, BUCKETS) } else { (usize::MAX, 0) };
         for &(s, e) in lifetime {
             let before = block.held.range(..s).next_back().map(|(_, &end)| end);
             let after = block.held.range(e..).next().map(|(&start, _)| start);
@@ -560,6 +557,19 @@ impl Blocks {
         let high = high.min(BUCKETS);
         let mut node = (self.leaves + slot) / 4;
         if node == 0 {
+            return;
+        }
+        if new {
+            // The slot's reach was 0: every value above is the larger of its own and
+            // the new block's.
+            for j in 0..BUCKETS {
+                let reach = u32::try_from(self.block_reach(slot, j)).unwrap_or(u32::MAX);
+                let mut node = node;
+                while node > 0 && self.reach[node * BUCKETS + j] < reach {
+                    self.reach[node * BUCKETS + j] = reach;
+                    node /= 2;
+                }
+            }
             return;
         }
         for j in low..high {
