@@ -301,6 +301,7 @@ struct Tensor {
 }
 
 /// A cache block under construction: its class and the disjoint intervals it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Building {
     class: u64,
     tensors: u64,
@@ -309,6 +310,14 @@ struct Building {
 }
 
 impl Building {
+    fn new(class: u64) -> Building {
+        Building {
+            class,
+            tensors: 0,
+            held: BTreeMap::new(),
+        }
+    }
+
     fn conflicts(&self, (start, end): (usize, usize)) -> bool {
         // The interval starting last before `end` is the only one that can reach `start`
         // (held intervals are disjoint).
@@ -321,6 +330,323 @@ impl Building {
     fn fits(&self, lifetime: &[(usize, usize)]) -> bool {
         lifetime.iter().all(|&interval| !self.conflicts(interval))
     }
+}
+
+/// Where the trainer put the tensors: the blocks in plan order (classes ascending,
+/// creation order within a class) and the plan index of each tensor's block.
+#[derive(Debug, PartialEq, Eq)]
+struct Placement {
+    blocks: Vec<Building>,
+    placed: Vec<u32>,
+}
+
+/// What the first-fit search knows of one block, or of a range of block slots (the
+/// combination over the range). Every field is a bound such that a block that fits an
+/// interval `[s, e)` makes [`Summary::may_fit`] true for every range holding it; a
+/// slot without a block never fits.
+#[derive(Clone, Copy, Debug)]
+struct Summary {
+    /// Smallest end of the last held interval (a block is free from there on).
+    min_last_end: usize,
+    /// Largest start of the first held interval (a block is free up to there).
+    max_first_start: usize,
+    /// Longest hole between two held intervals.
+    max_hole: usize,
+    /// Smallest end of the first held interval, among blocks with a hole (no hole
+    /// starts before it).
+    min_hole_start: usize,
+    /// Largest start of the last held interval, among blocks with a hole (no hole ends
+    /// after it).
+    max_hole_end: usize,
+}
+
+impl Summary {
+    /// A slot without a block.
+    const EMPTY: Summary = Summary {
+        min_last_end: usize::MAX,
+        max_first_start: 0,
+        max_hole: 0,
+        min_hole_start: usize::MAX,
+        max_hole_end: 0,
+    };
+
+    fn combine(a: Summary, b: Summary) -> Summary {
+        Summary {
+            min_last_end: a.min_last_end.min(b.min_last_end),
+            max_first_start: a.max_first_start.max(b.max_first_start),
+            max_hole: a.max_hole.max(b.max_hole),
+            min_hole_start: a.min_hole_start.min(b.min_hole_start),
+            max_hole_end: a.max_hole_end.max(b.max_hole_end),
+        }
+    }
+
+    /// False only when no block summarised can hold `[s, e)` (`s < e`): a block that
+    /// holds it has it after its last interval, before its first, or in a hole.
+    fn may_fit(&self, (s, e): (usize, usize)) -> bool {
+        self.min_last_end <= s
+            || self.max_first_start >= e
+            || (self.max_hole >= e - s && self.min_hole_start <= s && self.max_hole_end >= e)
+    }
+}
+
+/// The blocks of the trainer in their search order, with an index that finds the first
+/// one a lifetime fits without visiting every block.
+///
+/// Each size class owns a range of *slots*, classes ascending, as many slots as it has
+/// tensors (a class's blocks are only ever created for its own tensors); its blocks take
+/// its slots in creation order. Slot order is then the order in which the method visits
+/// blocks: the tensor's own class first, then the larger classes ascending, each in
+/// creation order. A segment tree over the slots holds [`Summary`]s, and from height 2 up
+/// the *reach* of its blocks per time bucket (see [`Blocks::block_reach`]); the search
+/// descends into a subtree only when both allow a fit, and tests a candidate block
+/// exactly, so it returns the very block a scan of every block would.
+struct Blocks {
+    slots: Vec<Option<Building>>,
+    /// The length of a hole between held intervals -> how many, per slot.
+    holes: Vec<BTreeMap<usize, u32>>,
+    /// Leaves start at `leaves`; node `i`'s children are `2i` and `2i + 1`.
+    tree: Vec<Summary>,
+    leaves: usize,
+    /// Positions of one time bucket: bucket `j` is `[j * width, (j + 1) * width)`.
+    width: usize,
+    /// Per node `1..leaves / 2` (height 2 and up), [`BUCKETS`] values: the largest
+    /// [`Blocks::block_reach`] of its blocks in each bucket (`u32::MAX`: unbounded).
+    reach: Vec<u32>,
+}
+
+/// Time buckets of [`Blocks::reach`].
+const BUCKETS: usize = 64;
+
+impl Blocks {
+    /// `slots` slots for lifetimes within `[0, len)`.
+    fn new(slots: usize, len: usize) -> Blocks {
+        let leaves = slots.next_power_of_two().max(1);
+        Blocks {
+            slots: vec![None; slots],
+            holes: vec![BTreeMap::new(); slots],
+            tree: vec![Summary::EMPTY; 2 * leaves],
+            leaves,
+            width: len.div_ceil(BUCKETS).max(1),
+            reach: vec![0; leaves / 2 * BUCKETS],
+        }
+    }
+
+    /// At least the end of every free run (hole, or the stretch before the first or
+    /// after the last interval) of the block in `slot` that meets bucket `j`; 0 for no
+    /// block. A block that can hold `[s, e)` has a free run from `s` to at least `e`,
+    /// which meets `s`'s bucket: its reach there is at least `e`.
+    fn block_reach(&self, slot: usize, j: usize) -> usize {
+        let Some(block) = self.slots.get(slot).and_then(Option::as_ref) else {
+            return 0;
+        };
+        let (start, end) = (j * self.width, (j + 1) * self.width);
+        // The last interval starting before the bucket's end.
+        let Some((&held_start, &held_end)) = block.held.range(..end).next_back() else {
+            // Free from 0 up to the first interval, past the bucket.
+            return block.held.first_key_value().map_or(usize::MAX, |(&s, _)| s);
+        };
+        if held_end < end {
+            // The run after it meets the bucket and is the last that does.
+            block
+                .held
+                .range(held_end..)
+                .next()
+                .map_or(usize::MAX, |(&s, _)| s)
+        } else if held_start > start {
+            // It covers the bucket's end: runs meeting the bucket end by its start.
+            held_start
+        } else {
+            // It covers the whole bucket.
+            0
+        }
+    }
+
+    /// Whether the subtree of `node` may hold `[s, e)`.
+    fn may_fit(&self, node: usize, (s, e): (usize, usize)) -> bool {
+        self.tree[node].may_fit((s, e))
+            && (node >= self.leaves / 2 || {
+                let reach = self.reach[node * BUCKETS + s / self.width];
+                reach == u32::MAX || reach as usize >= e
+            })
+    }
+
+    /// The first slot from `from` on whose block `lifetime` fits.
+    fn first_fit(&self, from: usize, lifetime: &[(usize, usize)]) -> Option<usize> {
+        self.search(1, 0, self.leaves, from, lifetime)
+    }
+
+    fn search(
+        &self,
+        node: usize,
+        lo: usize,
+        hi: usize,
+        from: usize,
+        lifetime: &[(usize, usize)],
+    ) -> Option<usize> {
+        if hi <= from || !lifetime.iter().all(|&i| self.may_fit(node, i)) {
+            return None;
+        }
+        if hi - lo == 1 {
+            return self.slots[lo]
+                .as_ref()
+                .filter(|block| block.fits(lifetime))
+                .map(|_| lo);
+        }
+        let mid = lo + (hi - lo) / 2;
+        self.search(2 * node, lo, mid, from, lifetime)
+            .or_else(|| self.search(2 * node + 1, mid, hi, from, lifetime))
+    }
+
+    /// Puts a new block of `class` into `slot` (which has none).
+    fn create(&mut self, slot: usize, class: u64) {
+        self.slots[slot] = Some(Building::new(class));
+    }
+
+    /// Gives the tensor of `lifetime` to the block in `slot` (it fits there).
+    fn insert(&mut self, slot: usize, lifetime: &[(usize, usize)]) {
+        let block = self.slots[slot].as_mut().expect("a block in the slot");
+        let holes = &mut self.holes[slot];
+        block.tensors += 1;
+        // The buckets whose reach may change: those that the part of a free run up to the
+        // end of the interval taken from it meets (the rest of the run keeps its end);
+        // every bucket for a new block (its slot had no reach).
+        let new = block.held.is_empty();
+        let (mut low, mut high) = if new { (0, BUCKETS) } else { (usize::MAX, 0) };
+        for &(s, e) in lifetime {
+            let before = block.held.range(..s).next_back().map(|(_, &end)| end);
+            let after = block.held.range(e..).next().map(|(&start, _)| start);
+            low = low.min(before.unwrap_or(0) / self.width);
+            high = high.max(e.div_ceil(self.width));
+            if let (Some(before), Some(after)) = (before, after) {
+                // `[s, e)` goes into this hole (`before <= s < e <= after`).
+                match holes.get_mut(&(after - before)) {
+                    Some(1) => {
+                        holes.remove(&(after - before));
+                    }
+                    Some(count) => *count -= 1,
+                    None => unreachable!("every hole is counted"),
+                }
+            }
+            for length in [before.map(|end| s - end), after.map(|start| start - e)] {
+                if let Some(length @ 1..) = length {
+                    *holes.entry(length).or_default() += 1;
+                }
+            }
+            block.held.insert(s, e);
+        }
+        let (Some((&first_start, &first_end)), Some((&last_start, &last_end))) =
+            (block.held.first_key_value(), block.held.last_key_value())
+        else {
+            unreachable!("a block given a tensor holds an interval")
+        };
+        let max_hole = holes.last_key_value().map_or(0, |(&length, _)| length);
+        let summary = Summary {
+            min_last_end: last_end,
+            max_first_start: first_start,
+            max_hole,
+            min_hole_start: if max_hole > 0 { first_end } else { usize::MAX },
+            max_hole_end: if max_hole > 0 { last_start } else { 0 },
+        };
+        let mut node = self.leaves + slot;
+        self.tree[node] = summary;
+        while node > 1 {
+            node /= 2;
+            self.tree[node] = Summary::combine(self.tree[2 * node], self.tree[2 * node + 1]);
+        }
+        // The reach, bottom up: height 2 from its four slots, above from the children.
+        let high = high.min(BUCKETS);
+        let mut node = (self.leaves + slot) / 4;
+        if node == 0 {
+            return;
+        }
+        if new {
+            // The slot's reach was 0: every value above is the larger of its own and
+            // the new block's.
+            for j in 0..BUCKETS {
+                let reach = u32::try_from(self.block_reach(slot, j)).unwrap_or(u32::MAX);
+                let mut node = node;
+                while node > 0 && self.reach[node * BUCKETS + j] < reach {
+                    self.reach[node * BUCKETS + j] = reach;
+                    node /= 2;
+                }
+            }
+            return;
+        }
+        for j in low..high {
+            let first = node * 4 - self.leaves;
+            let reach = (first..first + 4)
+                .map(|slot| self.block_reach(slot, j))
+                .max()
+                .unwrap_or(0);
+            self.reach[node * BUCKETS + j] = u32::try_from(reach).unwrap_or(u32::MAX);
+        }
+        while node > 1 {
+            node /= 2;
+            let mut changed = false;
+            for j in low..high {
+                let reach = self.reach[2 * node * BUCKETS + j]
+                    .max(self.reach[(2 * node + 1) * BUCKETS + j]);
+                changed |= std::mem::replace(&mut self.reach[node * BUCKETS + j], reach) != reach;
+            }
+            if !changed {
+                // Nothing above changes either.
+                break;
+            }
+        }
+    }
+}
+
+/// First fit, as the method states it, through the [`Blocks`] index.
+fn place(tensors: &[Tensor], visit: &[usize]) -> Result<Placement, TrainError> {
+    // The slots of each class: `first[class]` is its first slot, `used[class]` the
+    // blocks it has.
+    let mut first: BTreeMap<u64, usize> = BTreeMap::new();
+    for tensor in tensors {
+        *first.entry(tensor.class).or_default() += 1;
+    }
+    let mut next = 0;
+    for slot in first.values_mut() {
+        let count = *slot;
+        *slot = next;
+        next += count;
+    }
+    let mut used: HashMap<u64, usize> = HashMap::new();
+    let len = tensors
+        .iter()
+        .flat_map(|t| t.lifetime.iter().map(|&(_, e)| e))
+        .max()
+        .unwrap_or(0);
+    let mut blocks = Blocks::new(tensors.len(), len);
+    let mut placed = vec![usize::MAX; tensors.len()];
+    for &t in visit {
+        let tensor = &tensors[t];
+        let own = first[&tensor.class];
+        let slot = match blocks.first_fit(own, &tensor.lifetime) {
+            Some(slot) => slot,
+            None => {
+                let used = used.entry(tensor.class).or_default();
+                let slot = own + *used;
+                *used += 1;
+                blocks.create(slot, tensor.class);
+                slot
+            }
+        };
+        blocks.insert(slot, &tensor.lifetime);
+        placed[t] = slot;
+    }
+    // Plan order is slot order without the empty slots.
+    let mut index = vec![0u32; tensors.len()];
+    let mut out = Vec::new();
+    for (slot, block) in blocks.slots.into_iter().enumerate() {
+        if let Some(block) = block {
+            index[slot] = u32::try_from(out.len()).map_err(|_| TrainError::Overflow)?;
+            out.push(block);
+        }
+    }
+    Ok(Placement {
+        blocks: out,
+        placed: placed.into_iter().map(|slot| index[slot]).collect(),
+    })
 }
 
 /// The recorded tensors of `iteration`, in allocation order (see the module docs).
@@ -419,6 +745,15 @@ fn live_peak(tensors: &[Tensor]) -> Result<u64, TrainError> {
 
 /// Trains a plan from `trace` (see the module documentation).
 pub fn train(trace: &Trace, options: &TrainOptions) -> Result<Plan, TrainError> {
+    train_with(trace, options, place)
+}
+
+/// [`train`] with the first-fit placement done by `placer`.
+fn train_with(
+    trace: &Trace,
+    options: &TrainOptions,
+    placer: fn(&[Tensor], &[usize]) -> Result<Placement, TrainError>,
+) -> Result<Plan, TrainError> {
     if options.class_interval == 0 {
         return Err(TrainError::ZeroInterval);
     }
@@ -432,59 +767,24 @@ pub fn train(trace: &Trace, options: &TrainOptions) -> Result<Plan, TrainError> 
         Order::LifetimeDescending => visit.sort_by_key(|&i| std::cmp::Reverse(tensors[i].length)),
     }
 
-    // Blocks under construction, and per class the indices of its blocks in creation order.
-    let mut building: Vec<Building> = Vec::new();
-    let mut classes: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    let mut placed = vec![usize::MAX; tensors.len()];
-    for &t in &visit {
-        let tensor = &tensors[t];
-        let found = classes
-            .range(tensor.class..)
-            .flat_map(|(_, blocks)| blocks.iter().copied())
-            .find(|&b| building[b].fits(&tensor.lifetime));
-        let b = match found {
-            Some(b) => b,
-            None => {
-                building.push(Building {
-                    class: tensor.class,
-                    tensors: 0,
-                    held: BTreeMap::new(),
-                });
-                let b = building.len() - 1;
-                classes.entry(tensor.class).or_default().push(b);
-                b
-            }
-        };
-        let block = &mut building[b];
-        block.tensors += 1;
-        for &(s, e) in &tensor.lifetime {
-            block.held.insert(s, e);
-        }
-        placed[t] = b;
-    }
-
-    // Renumber blocks: classes ascending, creation order within a class.
-    let mut renumber = vec![0u32; building.len()];
+    let Placement {
+        blocks: building,
+        placed,
+    } = placer(&tensors, &visit)?;
     let mut blocks = Vec::with_capacity(building.len());
     let mut total_bytes: u64 = 0;
-    for indices in classes.values() {
-        for &b in indices {
-            renumber[b] = u32::try_from(blocks.len()).map_err(|_| TrainError::Overflow)?;
-            total_bytes = total_bytes
-                .checked_add(building[b].class)
-                .ok_or(TrainError::Overflow)?;
-            blocks.push(Block {
-                class_bytes: building[b].class,
-                tensors: building[b].tensors,
-                offset: None,
-            });
-        }
+    for block in &building {
+        total_bytes = total_bytes
+            .checked_add(block.class)
+            .ok_or(TrainError::Overflow)?;
+        blocks.push(Block {
+            class_bytes: block.class,
+            tensors: block.tensors,
+            offset: None,
+        });
     }
     if options.pack {
-        let held: Vec<&BTreeMap<usize, usize>> = classes
-            .values()
-            .flat_map(|indices| indices.iter().map(|&b| &building[b].held))
-            .collect();
+        let held: Vec<&BTreeMap<usize, usize>> = building.iter().map(|b| &b.held).collect();
         let offsets = pack(&blocks, &held)?;
         for (block, offset) in blocks.iter_mut().zip(offsets) {
             block.offset = Some(offset);
@@ -492,10 +792,7 @@ pub fn train(trace: &Trace, options: &TrainOptions) -> Result<Plan, TrainError> 
     }
     let mut schedules: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     for (t, tensor) in tensors.iter().enumerate() {
-        schedules
-            .entry(tensor.class)
-            .or_default()
-            .push(renumber[placed[t]]);
+        schedules.entry(tensor.class).or_default().push(placed[t]);
     }
     let mut plan = Plan {
         format: "memplan-pool-plan".into(),
@@ -563,4 +860,215 @@ pub fn pack(blocks: &[Block], held: &[&BTreeMap<usize, usize>]) -> Result<Vec<u6
         return Err(TrainError::PackingInvalid);
     }
     Ok(plan.offsets)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The first fit as first written: every block of the tensor's class and of the
+    /// larger classes scanned in order (quadratic). The reference for [`place`].
+    fn place_by_scan(tensors: &[Tensor], visit: &[usize]) -> Result<Placement, TrainError> {
+        let mut building: Vec<Building> = Vec::new();
+        let mut classes: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        let mut placed = vec![usize::MAX; tensors.len()];
+        for &t in visit {
+            let tensor = &tensors[t];
+            let found = classes
+                .range(tensor.class..)
+                .flat_map(|(_, blocks)| blocks.iter().copied())
+                .find(|&b| building[b].fits(&tensor.lifetime));
+            let b = match found {
+                Some(b) => b,
+                None => {
+                    building.push(Building::new(tensor.class));
+                    let b = building.len() - 1;
+                    classes.entry(tensor.class).or_default().push(b);
+                    b
+                }
+            };
+            let block = &mut building[b];
+            block.tensors += 1;
+            for &(s, e) in &tensor.lifetime {
+                block.held.insert(s, e);
+            }
+            placed[t] = b;
+        }
+        let mut renumber = vec![0u32; building.len()];
+        let mut blocks = Vec::with_capacity(building.len());
+        for indices in classes.values() {
+            for &b in indices {
+                renumber[b] = u32::try_from(blocks.len()).map_err(|_| TrainError::Overflow)?;
+                blocks.push(building[b].clone());
+            }
+        }
+        Ok(Placement {
+            blocks,
+            placed: placed.into_iter().map(|b| renumber[b]).collect(),
+        })
+    }
+
+    /// A trace of `iterations` iterations over the tensors `(size, life)`: tensor `i`
+    /// allocated at step `i`, freed `life` steps later (never when `life` is 0).
+    fn trace(tensors: &[(u64, usize)], iterations: usize) -> Trace {
+        let steps = tensors.len();
+        let mut frees: BTreeMap<usize, Vec<(usize, u64)>> = BTreeMap::new();
+        let mut csv = String::from("iter,op,size,id\n");
+        let iter = |step: usize| step * iterations / steps.max(1);
+        for (i, &(size, life)) in tensors.iter().enumerate() {
+            csv.push_str(&format!("{},alloc,{size},{i}\n", iter(i)));
+            if life > 0 {
+                frees.entry(i + life).or_default().push((i, size));
+            }
+            for (id, size) in frees.remove(&i).unwrap_or_default() {
+                csv.push_str(&format!("{},free,{size},{id}\n", iter(i)));
+            }
+        }
+        // Frees past the last allocation: in the last iteration.
+        for (id, size) in frees.into_values().flatten() {
+            csv.push_str(&format!(
+                "{},free,{size},{id}\n",
+                iter(steps.saturating_sub(1))
+            ));
+        }
+        Trace::from_csv(Path::new("t.csv"), &csv).unwrap()
+    }
+
+    /// Checks the plan's placement independently of the trainer's index: every block
+    /// at least as large as the class of each tensor it holds, its count right, and the
+    /// lifetimes of its tensors pairwise disjoint.
+    fn check_placement(trace: &Trace, options: &TrainOptions, plan: &Plan) {
+        plan.validate().unwrap();
+        let tensors = tensors(trace, options.iteration, options).unwrap();
+        let mut next: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut held: Vec<Vec<(usize, usize)>> = vec![Vec::new(); plan.blocks.len()];
+        let mut count = vec![0u64; plan.blocks.len()];
+        for tensor in &tensors {
+            let schedule = plan
+                .schedules
+                .iter()
+                .find(|s| s.class_bytes == tensor.class)
+                .unwrap();
+            let k = next.entry(tensor.class).or_default();
+            let b = schedule.blocks[*k] as usize;
+            *k += 1;
+            assert!(plan.blocks[b].class_bytes >= tensor.class);
+            held[b].extend(&tensor.lifetime);
+            count[b] += 1;
+        }
+        for (b, mut intervals) in held.into_iter().enumerate() {
+            assert_eq!(count[b], plan.blocks[b].tensors, "block {b}");
+            intervals.sort_unstable();
+            for w in intervals.windows(2) {
+                assert!(
+                    w[0].1 <= w[1].0,
+                    "block {b} holds {:?} and {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+        assert_eq!(count.iter().sum::<u64>(), tensors.len() as u64);
+    }
+
+    fn options(g: u64, order: Order, iteration: u64, min_size: u64, pack: bool) -> TrainOptions {
+        TrainOptions {
+            class_interval: g,
+            order,
+            iteration,
+            min_size,
+            pack,
+        }
+    }
+
+    fn same_as_scan(trace: &Trace, options: &TrainOptions) -> Result<(), TestCaseError> {
+        let fast = train(trace, options);
+        let scan = train_with(trace, options, place_by_scan);
+        prop_assert_eq!(&fast, &scan, "{:?}", options);
+        if let Ok(plan) = fast {
+            check_placement(trace, options, &plan);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The indexed first fit gives exactly the plan of the scan, on random traces with
+        /// tensors of few sizes (classes shared, borrowing), short and long lifetimes,
+        /// lifetimes that wrap round the iteration's end and tensors never freed.
+        #[test]
+        fn indexed_first_fit_is_the_scan(
+            tensors in prop::collection::vec((0u64..12, 0usize..40), 1..120),
+            iterations in 1usize..4,
+            g in prop_oneof![Just(1u64), Just(700), Just(2048), Just(8192)],
+            min_size in prop_oneof![Just(0u64), Just(2000)],
+            pack in any::<bool>(),
+            which in 0usize..3,
+        ) {
+            let tensors: Vec<(u64, usize)> = tensors.into_iter().map(|(k, life)| (1 + k * 700, life)).collect();
+            let trace = trace(&tensors, iterations);
+            let iteration = trace.iterations[which % trace.iterations.len()].number;
+            for order in Order::ALL {
+                same_as_scan(&trace, &options(g, order, iteration, min_size, pack))?;
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The same on larger traces: deeper trees, time buckets wider than one event.
+        #[test]
+        fn indexed_first_fit_is_the_scan_on_larger_traces(
+            tensors in prop::collection::vec((0u64..6, 0usize..400), 300..1500),
+            iterations in 1usize..3,
+        ) {
+            let tensors: Vec<(u64, usize)> = tensors.into_iter().map(|(k, life)| (1 + k * 1000, life)).collect();
+            let trace = trace(&tensors, iterations);
+            let iteration = trace.iterations[0].number;
+            for order in Order::ALL {
+                same_as_scan(&trace, &options(2048, order, iteration, 0, false))?;
+            }
+        }
+    }
+
+    /// The benchmark's shapes, small: many tensors of one class live at once, and
+    /// staggered lifetimes of many sizes over two iterations (wrapping round).
+    #[test]
+    fn bench_shapes_match_the_scan() {
+        let live: Vec<(u64, usize)> = (0..400).map(|i| (4096, 400 - i)).collect();
+        let mut state: u64 = 12345;
+        let mut rand = || {
+            state = (state * 1103515245 + 12345) % (1 << 31);
+            state
+        };
+        let staggered: Vec<(u64, usize)> = (0..1500)
+            .map(|_| (1 + rand() % 2048, 1 + (rand() % 150) as usize))
+            .collect();
+        for (shape, iterations) in [(live, 1), (staggered, 2)] {
+            let trace = trace(&shape, iterations);
+            let iteration = trace.iterations[0].number;
+            for g in [512, 2048] {
+                for order in Order::ALL {
+                    same_as_scan(&trace, &options(g, order, iteration, 0, false)).unwrap();
+                }
+            }
+        }
+    }
+
+    /// Many tensors live at once need as many blocks; the index finds none for them.
+    #[test]
+    fn all_live_at_once_take_a_block_each() {
+        let live: Vec<(u64, usize)> = (0..300).map(|i| (4096, 300 - i)).collect();
+        let trace = trace(&live, 1);
+        let opts = options(2048, Order::Allocation, 0, 0, false);
+        let plan = train(&trace, &opts).unwrap();
+        assert_eq!(plan.blocks.len(), 300);
+        check_placement(&trace, &opts, &plan);
+    }
 }
