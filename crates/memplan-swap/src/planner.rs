@@ -1146,6 +1146,40 @@ mod tests {
         }
     }
 
+    /// A rewrite of a tensor for many readers (looked up in a set past 8) accepts its
+    /// readers and refuses a node that does not read it, as the scan did.
+    #[test]
+    fn many_readers_are_checked() {
+        let graph = fanout(48);
+        let stem = graph.node_by_name("node1").unwrap();
+        let value = graph.node(stem).outputs[0];
+        let mut readers: Vec<NodeId> = graph
+            .value(value)
+            .consumers
+            .iter()
+            .map(|&(c, _)| c)
+            .filter(|&c| c > stem)
+            .collect();
+        assert!(readers.len() > 8);
+        let options = Options::method(Reduction::SWAP, Machine::link(12e6));
+        let ok = rewrite(
+            &graph,
+            &[Swap {
+                value,
+                readers: readers.clone(),
+            }],
+            &options,
+        )
+        .unwrap();
+        assert_eq!(ok.restores, readers.len());
+        readers.push(graph.node_by_name("node50").unwrap());
+        let err = rewrite(&graph, &[Swap { value, readers }], &options).unwrap_err();
+        assert!(
+            matches!(err, RewriteError::BadReader { ref node, .. } if node == "node50"),
+            "{err}"
+        );
+    }
+
     /// On a wide fan-out (one tensor read by 96 nodes) the planners still plan, and the
     /// plans pass the rewrite check (the method's, the late restores' and LMS's).
     #[test]
