@@ -28,7 +28,8 @@
 //!   whose reader is more than `k` topological levels below the tensor's producer is
 //!   swapped (one reduction per tensor), no serialization edges, and the copy back is
 //!   triggered by the latest node at least `k'` levels above the reader
-//!   ([`Prefetch::Levels`]); `k` (every distinct distance) and `k'` (1 to 32) are searched.
+//!   ([`Prefetch::Levels`]); `k` (every distinct distance, or a geometric subset of
+//!   them beyond 1,024: [`lms_distances`]) and `k'` (1 to 32) are searched.
 //! - [`Planner::Everything`]: every arena tensor is swapped for every reader that is not
 //!   the next node after its producer; rewritten like the method (both serializations,
 //!   slack prefetch); no parameters.
@@ -311,6 +312,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
     match planner {
         Planner::Method(imp) => {
             let timing = analyse(graph)?;
+            let uses = UseTimes::new(graph, &base);
             // For a budget, the link test and the timed serialization are preferences:
             // the grid also runs without them (memory first).
             let mut variants = vec![Improvements {
@@ -377,7 +379,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
                             .copied()
                             .collect();
                         if imp.rank_at_peak {
-                            rank_at_peak(graph, &base, &mut list);
+                            rank_at_peak(&uses, &base, &mut list);
                         }
                         let counts = match setup.max_count {
                             Some(n) => vec![n.min(list.len())],
@@ -467,7 +469,7 @@ pub fn plan(graph: &Graph, planner: Planner, setup: &Setup) -> Result<Outcome, P
             let mut distances: Vec<usize> = inputs.iter().map(|i| i.0).collect();
             distances.sort_unstable();
             distances.dedup();
-            for &k in &distances {
+            for k in lms_distances(&distances) {
                 let chosen: Vec<(ValueId, NodeId)> = inputs
                     .iter()
                     .filter(|i| i.0 > k)
@@ -598,6 +600,34 @@ fn prefixes(len: usize) -> Vec<usize> {
     out
 }
 
+/// At most this many distinct level distances are each tried as LMS's `k`; beyond it, a
+/// geometric subset ([`lms_distances`]). Every PipeDream model of the benchmarks has
+/// fewer (DenseNet-121: 428), so their plans are unchanged.
+const LMS_ALL_DISTANCES: usize = 1024;
+
+/// The `k` that [`Planner::Lms`] tries, from the distinct level distances of its inputs
+/// (ascending): all of them when there are at most [`LMS_ALL_DISTANCES`]; else those at
+/// the positions of [`prefixes`] counted from either end (the 1st, 2nd, 3rd, 4th, 6th,
+/// 8th, 12th, … smallest and largest, about √2 apart), about 4 log2 of their number. Each
+/// `k` costs ten rewrites and simulations of the whole graph, so trying every distance
+/// made the planner quadratic on long chains (a chain of n layers has about 2n
+/// distances; issue #45). Both ends, since the best `k` may swap nearly every input
+/// (small `k`) or only the longest-lived (large `k`: DenseNet-121's best is one of the
+/// largest distances).
+fn lms_distances(distances: &[usize]) -> Vec<usize> {
+    let len = distances.len();
+    if len <= LMS_ALL_DISTANCES {
+        return distances.to_vec();
+    }
+    let mut positions: Vec<usize> = prefixes(len)
+        .into_iter()
+        .flat_map(|n| [n - 1, len - n])
+        .collect();
+    positions.sort_unstable();
+    positions.dedup();
+    positions.into_iter().map(|k| distances[k]).collect()
+}
+
 /// Candidates grouped by tensor, in first-seen order: one [`Swap`] per tensor with
 /// the candidates' reading nodes.
 pub fn group_candidates(list: &[Candidate]) -> Vec<Swap> {
@@ -606,6 +636,8 @@ pub fn group_candidates(list: &[Candidate]) -> Vec<Swap> {
 
 fn group_pairs(pairs: &[(ValueId, NodeId)]) -> Vec<Swap> {
     let mut index: HashMap<ValueId, usize> = HashMap::new();
+    // Pairs seen (a set, not a scan of the readers so far: a tensor may have 10^5).
+    let mut seen: HashSet<(ValueId, NodeId)> = HashSet::with_capacity(pairs.len());
     let mut out: Vec<Swap> = Vec::new();
     for &(value, node) in pairs {
         let k = *index.entry(value).or_insert_with(|| {
@@ -615,7 +647,7 @@ fn group_pairs(pairs: &[(ValueId, NodeId)]) -> Vec<Swap> {
             });
             out.len() - 1
         });
-        if !out[k].readers.contains(&node) {
+        if seen.insert((value, node)) {
             out[k].readers.push(node);
         }
     }
@@ -637,10 +669,63 @@ fn compute_positions(graph: &Graph) -> Vec<usize> {
         .collect()
 }
 
+/// Per value of a simulated graph, the finishes of its producer and readers, sorted: what
+/// [`removed_at_peak`] reads, so that each candidate costs a binary search instead of a
+/// scan of its tensor's readers (a tensor read by w nodes has up to w candidates, so the
+/// scans were quadratic in the fan-out; issue #45).
+struct UseTimes {
+    start: Vec<usize>,
+    finish: Vec<f64>,
+}
+
+impl UseTimes {
+    fn new(graph: &Graph, run: &Run) -> UseTimes {
+        let mut start = Vec::with_capacity(graph.values().len() + 1);
+        let mut finish = Vec::new();
+        start.push(0);
+        for v in graph.values() {
+            let from = finish.len();
+            finish.extend(v.consumers.iter().map(|&(r, _)| run.finish[r.index()]));
+            finish.extend(v.producer.map(|(p, _)| run.finish[p.index()]));
+            finish[from..].sort_by(f64::total_cmp);
+            start.push(finish.len());
+        }
+        UseTimes { start, finish }
+    }
+
+    /// The last use of `value` finishing at or before `at` (0 when none).
+    fn previous(&self, value: ValueId, at: f64) -> f64 {
+        let uses = &self.finish[self.start[value.index()]..self.start[value.index() + 1]];
+        let k = uses.partition_point(|&f| f <= at);
+        k.checked_sub(1).map_or(0.0, |k| uses[k].max(0.0))
+    }
+}
+
 /// The bytes an input's rewrite removes at `run`'s peak: its tensor's, when the peak
 /// falls strictly between the tensor's previous use (producer or earlier reader) and the
-/// input's reader.
-fn removed_at_peak(graph: &Graph, run: &Run, c: &Candidate) -> u64 {
+/// input's reader. `uses`: [`UseTimes`] of `run`.
+fn removed_at_peak(uses: &UseTimes, run: &Run, c: &Candidate) -> u64 {
+    let start = run.start[c.node.index()];
+    let previous = uses.previous(c.value, start);
+    if previous < run.peak_at_ms && run.peak_at_ms < start {
+        c.bytes
+    } else {
+        0
+    }
+}
+
+/// Sorts by bytes removed at the peak (descending), then size, slack, node, slot.
+fn rank_at_peak(uses: &UseTimes, run: &Run, list: &mut [Candidate]) {
+    let score: Vec<u64> = list.iter().map(|c| removed_at_peak(uses, run, c)).collect();
+    let mut order: Vec<usize> = (0..list.len()).collect();
+    order.sort_by(|&a, &b| score[b].cmp(&score[a]).then(a.cmp(&b)));
+    let sorted: Vec<Candidate> = order.iter().map(|&i| list[i]).collect();
+    list.copy_from_slice(&sorted);
+}
+
+/// The scan [`removed_at_peak`] replaced (tests compare them).
+#[cfg(test)]
+fn removed_at_peak_scan(graph: &Graph, run: &Run, c: &Candidate) -> u64 {
     let v = graph.value(c.value);
     let start = run.start[c.node.index()];
     let previous = v
@@ -655,18 +740,6 @@ fn removed_at_peak(graph: &Graph, run: &Run, c: &Candidate) -> u64 {
     } else {
         0
     }
-}
-
-/// Sorts by bytes removed at the peak (descending), then size, slack, node, slot.
-fn rank_at_peak(graph: &Graph, run: &Run, list: &mut [Candidate]) {
-    let score: Vec<u64> = list
-        .iter()
-        .map(|c| removed_at_peak(graph, run, c))
-        .collect();
-    let mut order: Vec<usize> = (0..list.len()).collect();
-    order.sort_by(|&a, &b| score[b].cmp(&score[a]).then(a.cmp(&b)));
-    let sorted: Vec<Candidate> = order.iter().map(|&i| list[i]).collect();
-    list.copy_from_slice(&sorted);
 }
 
 /// Rounds of [`retime_restores`] from `trial` (simulated as `run`) while each improves
@@ -712,7 +785,11 @@ struct Start {
 /// batch is kept and is halved (retrying from the same tensor) after one is not, down to
 /// single tensors, which are then tried once each as before (smaller graphs: always
 /// single tensors, whose choices batches would change). So a long run of tensors that help costs O(log n)
-/// rewrites and simulations instead of n. For a budget, when no tensor passing the link
+/// rewrites and simulations instead of n. In those graphs a round also ends after 512
+/// single tensors in a row that do not help, and the rounds end after 8 kept steps in a
+/// row that move the peak without lowering it (issue #45: on a fan-out of n branches
+/// every branch was tried alone, and the peak moved from step to step without end, so the
+/// rounds were quadratic or worse). For a budget, when no tensor passing the link
 /// test helps, the round is retried without it.
 fn iterate(
     start: Start,
@@ -737,6 +814,14 @@ fn iterate(
     const BATCH_FROM: usize = 1024;
     let batched = current.nodes().len() >= BATCH_FROM;
     let mut batch = 1usize;
+    // Batched graphs only (issue #45): a round ends after MAX_MISSES single tensors in a
+    // row that do not help (each costs a rewrite and a simulation of the whole graph, so
+    // trying every tensor of a long list made the rounds quadratic), and the rounds end
+    // after MAX_UNLOWERED kept steps in a row that move the peak without lowering it
+    // (each adds restored copies that the next round may swap again, with no end).
+    const MAX_MISSES: usize = 512;
+    const MAX_UNLOWERED: usize = 8;
+    let mut unlowered = 0usize;
     let budget = match setup.goal {
         Goal::Budget(b) => Some(b),
         Goal::MaxOverhead(_) => None,
@@ -754,6 +839,7 @@ fn iterate(
                 ..imp
             });
         }
+        let uses = UseTimes::new(&current, &run);
         let mut stepped = false;
         for filter in filters {
             let p = params(
@@ -769,7 +855,7 @@ fn iterate(
                 if !done.contains(&c.value)
                     && !reduced[c.value.index()]
                     && reducible(&current, setup, c.value)
-                    && removed_at_peak(&current, &run, &c) > 0
+                    && removed_at_peak(&uses, &run, &c) > 0
                 {
                     by_value.entry(c.value).or_default().push(c.node);
                 }
@@ -784,6 +870,7 @@ fn iterate(
             // tried again).
             let mut at = 0;
             let mut size = batch;
+            let mut misses = 0usize;
             // The first batch that helps: its graph, run, tensor count, bytes and tensors.
             let mut accepted: Option<(Graph, Run, u64, Vec<ValueId>)> = None;
             {
@@ -832,10 +919,19 @@ fn iterate(
                     } else {
                         done.insert(take[0].1);
                         at += 1;
+                        misses += 1;
+                        if batched && misses >= MAX_MISSES {
+                            break;
+                        }
                     }
                 }
             }
             if let Some((next_graph, next, added, values)) = accepted {
+                unlowered = if next.peak_bytes < run.peak_bytes {
+                    0
+                } else {
+                    unlowered + 1
+                };
                 current = Rc::new(next_graph);
                 run = next;
                 tensors += values.len();
@@ -865,7 +961,7 @@ fn iterate(
                 break;
             }
         }
-        if !stepped {
+        if !stepped || (batched && unlowered >= MAX_UNLOWERED) {
             break;
         }
     }
@@ -988,6 +1084,158 @@ mod tests {
             }
             let out = plan(&graph, planner, &setup(fine)).unwrap();
             assert!(out.run.step_ms.is_finite());
+        }
+    }
+
+    /// A PipeDream profile of a stem read by `w` branches that one layer joins (the
+    /// fan-out of `scripts/bench_swap_scale.py`).
+    fn fanout(w: usize) -> Graph {
+        let mut text = String::from("node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=1000000.000, parameter_size=0.000\n");
+        text += "node1 -- Conv2d(8, 8) -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=4000000.000, parameter_size=10.000\n";
+        for i in 2..w + 2 {
+            text += &format!("node{i} -- Conv2d(8, 8) -- forward_compute_time=0.500, backward_compute_time=1.000, activation_size={}.000, parameter_size=10.000\n", 100_000 << (i % 4));
+        }
+        let last = w + 2;
+        text += &format!("node{last} -- Concat -- forward_compute_time=1.000, backward_compute_time=1.000, activation_size=2000000.000, parameter_size=0.000\n\tnode0 -- node1\n");
+        for i in 2..w + 2 {
+            text += &format!("\tnode1 -- node{i}\n\tnode{i} -- node{last}\n");
+        }
+        training_step(&parse(&text, "fanout").unwrap())
+            .unwrap()
+            .graph
+    }
+
+    /// The grouping before it used a set: a scan of the tensor's readers so far.
+    fn group_pairs_scan(pairs: &[(ValueId, NodeId)]) -> Vec<Swap> {
+        let mut index: HashMap<ValueId, usize> = HashMap::new();
+        let mut out: Vec<Swap> = Vec::new();
+        for &(value, node) in pairs {
+            let k = *index.entry(value).or_insert_with(|| {
+                out.push(Swap {
+                    value,
+                    readers: Vec::new(),
+                });
+                out.len() - 1
+            });
+            if !out[k].readers.contains(&node) {
+                out[k].readers.push(node);
+            }
+        }
+        out
+    }
+
+    /// LMS tries every distance up to the limit, then a geometric subset that keeps the
+    /// smallest and the largest, in order, about 4 log2 of them.
+    #[test]
+    fn lms_distances_are_all_or_a_geometric_subset() {
+        let few: Vec<usize> = (0..LMS_ALL_DISTANCES).map(|d| 3 * d + 1).collect();
+        assert_eq!(lms_distances(&few), few);
+        for len in [LMS_ALL_DISTANCES + 1, 5000, 100_000] {
+            let many: Vec<usize> = (0..len).map(|d| 2 * d + 5).collect();
+            let chosen = lms_distances(&many);
+            // The 1st, 2nd, 3rd, 4th and 6th smallest and largest.
+            assert_eq!(&chosen[..5], &[5, 7, 9, 11, 15]);
+            let top = |k: usize| many[len - k];
+            assert_eq!(
+                &chosen[chosen.len() - 5..],
+                &[top(6), top(4), top(3), top(2), top(1)]
+            );
+            assert!(chosen.windows(2).all(|w| w[0] < w[1]));
+            let bits = (usize::BITS - len.leading_zeros()) as usize;
+            assert!(chosen.len() <= 4 * bits + 4, "{}", chosen.len());
+        }
+    }
+
+    /// A rewrite of a tensor for many readers (looked up in a set past 8) accepts its
+    /// readers and refuses a node that does not read it, as the scan did.
+    #[test]
+    fn many_readers_are_checked() {
+        let graph = fanout(48);
+        let stem = graph.node_by_name("node1").unwrap();
+        let value = graph.node(stem).outputs[0];
+        let mut readers: Vec<NodeId> = graph
+            .value(value)
+            .consumers
+            .iter()
+            .map(|&(c, _)| c)
+            .filter(|&c| c > stem)
+            .collect();
+        assert!(readers.len() > 8);
+        let options = Options::method(Reduction::SWAP, Machine::link(12e6));
+        let ok = rewrite(
+            &graph,
+            &[Swap {
+                value,
+                readers: readers.clone(),
+            }],
+            &options,
+        )
+        .unwrap();
+        assert_eq!(ok.restores, readers.len());
+        readers.push(graph.node_by_name("node50").unwrap());
+        let err = rewrite(&graph, &[Swap { value, readers }], &options).unwrap_err();
+        assert!(
+            matches!(err, RewriteError::BadReader { ref node, .. } if node == "node50"),
+            "{err}"
+        );
+    }
+
+    /// On a wide fan-out (one tensor read by 96 nodes) the planners still plan, and the
+    /// plans pass the rewrite check (the method's, the late restores' and LMS's).
+    #[test]
+    fn wide_fanouts_plan() {
+        let graph = fanout(48);
+        let base = simulate(&graph, &Machine::link(12e6)).unwrap();
+        for goal in [Goal::MaxOverhead(0.05), Goal::Budget(base.peak_bytes / 2)] {
+            for planner in [
+                Planner::Method(Improvements::ALL),
+                Planner::Lms,
+                Planner::Everything,
+            ] {
+                let setup = Setup {
+                    machine: Machine::link(12e6),
+                    reduction: Reduction::SWAP,
+                    goal,
+                    th_tts_ms: None,
+                    th_size_bytes: None,
+                    max_count: None,
+                };
+                let out = plan(&graph, planner, &setup).unwrap();
+                crate::rewrite::check(&out.graph).unwrap();
+                assert_eq!(out.run, simulate(&out.graph, &setup.machine).unwrap());
+                assert!(out.run.peak_bytes <= base.peak_bytes);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// The bytes removed at the peak by binary search are those of the scan it
+        /// replaced, for every candidate input of random steps (and a fan-out), at
+        /// their simulated peak and at every node's start.
+        #[test]
+        fn removed_at_peak_is_the_scan(layers in layers(), w in 1usize..40, link in 1u32..50) {
+            for graph in [training(&layers), fanout(w)] {
+                let run = simulate(&graph, &Machine::link(f64::from(link) * 100.0)).unwrap();
+                let uses = UseTimes::new(&graph, &run);
+                let timing = analyse(&graph).unwrap();
+                let all = candidates(&graph, &timing, &Params::method(0.0, 0, None));
+                let mut moved = run.clone();
+                for at in std::iter::once(run.peak_at_ms).chain(run.start.iter().copied()) {
+                    moved.peak_at_ms = at;
+                    for c in &all {
+                        prop_assert_eq!(removed_at_peak(&uses, &moved, c), removed_at_peak_scan(&graph, &moved, c));
+                    }
+                }
+            }
+        }
+
+        /// Grouping pairs with a set gives the groups of the scan.
+        #[test]
+        fn group_pairs_is_the_scan(pairs in prop::collection::vec((0u32..6, 0u32..30), 0..200)) {
+            let pairs: Vec<(ValueId, NodeId)> = pairs.into_iter().map(|(v, n)| (ValueId(v), NodeId(n))).collect();
+            prop_assert_eq!(group_pairs(&pairs), group_pairs_scan(&pairs));
         }
     }
 

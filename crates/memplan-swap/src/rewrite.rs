@@ -1026,11 +1026,23 @@ fn layout(
         let mut readers = swap.readers.clone();
         readers.sort();
         readers.dedup();
-        for &r in &readers {
-            let reads = v
-                .consumers
+        // The readers that may read a restore, looked up (a scan of the consumers per
+        // reader is quadratic for a tensor read by many nodes).
+        let restorable_readers: Option<HashSet<NodeId>> = (readers.len() > 8).then(|| {
+            v.consumers
                 .iter()
-                .any(|&(c, slot)| c == r && restorable(graph, c, slot));
+                .filter(|&&(c, slot)| restorable(graph, c, slot))
+                .map(|&(c, _)| c)
+                .collect()
+        });
+        for &r in &readers {
+            let reads = match &restorable_readers {
+                Some(set) => set.contains(&r),
+                None => v
+                    .consumers
+                    .iter()
+                    .any(|&(c, slot)| c == r && restorable(graph, c, slot)),
+            };
             if !reads || producer.is_some_and(|p| r.index() <= p) {
                 return Err(RewriteError::BadReader {
                     value: v.name.clone(),
@@ -1775,10 +1787,21 @@ impl Retime {
         let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut sources: Vec<(usize, usize)> = Vec::new();
         let mut previous = 0usize;
+        // The compute-stream positions: their finishes grow along the order (the stream is
+        // in order), so the sources in time are a prefix of those before the reader, and
+        // the latest is found by bisection, not by a scan back from the reader (quadratic
+        // when many copies back wait long; issue #45).
+        let compute_at: Vec<usize> = (0..n).filter(|&u| f.engine[u] == Engine::Compute).collect();
         for (k, &(_, reader, _, _, at, out_at)) in copies.iter().enumerate() {
-            let source = (0..reader)
-                .rev()
-                .find(|&u| f.engine[u] == Engine::Compute && run.finish[u] <= latest[k] + 1e-9);
+            let before = &compute_at[..compute_at.partition_point(|&u| u < reader)];
+            let fit = partition_point_from_end(before, |&u| run.finish[u] <= latest[k] + 1e-9);
+            let source = fit.checked_sub(1).map(|j| before[j]);
+            debug_assert_eq!(
+                source,
+                (0..reader)
+                    .rev()
+                    .find(|&u| f.engine[u] == Engine::Compute && run.finish[u] <= latest[k] + 1e-9)
+            );
             if let Some(u) = source {
                 sources.push((at, u));
             }
