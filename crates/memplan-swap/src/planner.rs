@@ -961,7 +961,7 @@ fn iterate(
                 break;
             }
         }
-        if !stepped || (batched && unlowered >= MAX_UNLOWERED) {
+        if !stepped || unlowered >= MAX_UNLOWERED {
             break;
         }
     }
@@ -1090,6 +1090,13 @@ mod tests {
     /// A PipeDream profile of a stem read by `w` branches that one layer joins (the
     /// fan-out of `scripts/bench_swap_scale.py`).
     fn fanout(w: usize) -> Graph {
+        training_step(&parse(&fanout_text(w), "fanout").unwrap())
+            .unwrap()
+            .graph
+    }
+
+    /// The PipeDream profile of [`fanout`].
+    fn fanout_text(w: usize) -> String {
         let mut text = String::from("node0 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=1000000.000, parameter_size=0.000\n");
         text += "node1 -- Conv2d(8, 8) -- forward_compute_time=1.000, backward_compute_time=2.000, activation_size=4000000.000, parameter_size=10.000\n";
         for i in 2..w + 2 {
@@ -1100,9 +1107,7 @@ mod tests {
         for i in 2..w + 2 {
             text += &format!("\tnode1 -- node{i}\n\tnode{i} -- node{last}\n");
         }
-        training_step(&parse(&text, "fanout").unwrap())
-            .unwrap()
-            .graph
+        text
     }
 
     /// The grouping before it used a set: a scan of the tensor's readers so far.
@@ -1206,6 +1211,38 @@ mod tests {
                 assert!(out.run.peak_bytes <= base.peak_bytes);
             }
         }
+    }
+
+    /// A small fan-out of kilobyte tensors on a slow link: each greedy round kept a step
+    /// that swapped the last round's restored copies without lowering the peak, forever
+    /// (graphs under BATCH_FROM nodes had no MAX_UNLOWERED). Run on a thread with a
+    /// watchdog, so a hang fails the test instead of stalling the suite.
+    #[test]
+    fn greedy_rounds_end_on_a_small_fanout_of_small_tensors() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let text = fanout_text(24).replace("00000.000", "00.000");
+            let graph = training_step(&parse(&text, "fanout").unwrap())
+                .unwrap()
+                .graph;
+            let machine = Machine::link(1000.0); // 1 MB/s
+            let base = simulate(&graph, &machine).unwrap();
+            let setup = Setup {
+                machine,
+                reduction: Reduction::SWAP,
+                goal: Goal::Budget(base.peak_bytes / 2),
+                th_tts_ms: None,
+                th_size_bytes: None,
+                max_count: None,
+            };
+            let out = plan(&graph, Planner::Method(Improvements::ALL), &setup).unwrap();
+            crate::rewrite::check(&out.graph).unwrap();
+            assert!(out.run.peak_bytes <= base.peak_bytes);
+            sender.send(()).unwrap();
+        });
+        receiver
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the greedy rounds end (they ran without end before)");
     }
 
     proptest! {
