@@ -292,7 +292,7 @@ pub fn plan(
     }
     let base = extras.base.unwrap_or(0);
     tensors::pool_end(base, arena).with_context(|| format!("--base {base:#x}"))?;
-    // Every tensor's place (methods.md §1, Deployment); npu re-analysed the graph. Only
+    // Every tensor's place (the `exclusive` method, Deployment); npu re-analysed the graph. Only
     // plan JSON and the C header list them: for a solution CSV of 10^7 buffers they
     // were two copies of every name (seconds, and a gigabyte).
     let tensor_addresses = if matches!(format, Format::Json | Format::C) {

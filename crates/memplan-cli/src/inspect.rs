@@ -256,7 +256,7 @@ pub fn inspect(file: &Path, format: InspectFormat, settings: &GraphSettings) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// `memplan inspect --exclusive`: the exclusive pairs of blocks (methods.md §1), each with
+/// `memplan inspect --exclusive`: the exclusive pairs of blocks (the `exclusive` method), each with
 /// the first rule that makes it (`edges`, `branches`, `outputs`, or `live` for rule 4).
 pub fn inspect_exclusive(
     file: &Path,

@@ -1,4 +1,4 @@
-//! `--planner npu` (methods.md §2): the `--platform` and `--match` flags, the problem and
+//! `--planner npu` (the `npu` method): the `--platform` and `--match` flags, the problem and
 //! groups the planner runs on, its report, and `memplan inspect --operators`.
 
 use std::path::{Path, PathBuf};
@@ -391,7 +391,7 @@ pub fn plan_platform(
     Ok(Some(chosen))
 }
 
-/// `memplan inspect --operators`: every operator's configuration (methods.md §2).
+/// `memplan inspect --operators`: every operator's configuration (the `npu` method).
 pub fn inspect_operators(
     file: &Path,
     format: InspectFormat,

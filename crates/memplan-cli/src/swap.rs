@@ -1,4 +1,4 @@
-//! `memplan swap`: method 4 (swap and compression by graph rewriting) on one training
+//! `memplan swap`: the `swap` method (swap and compression by graph rewriting) on one training
 //! step, built from a PipeDream training profile or from an ONNX model (roofline
 //! latencies): the no-swap baseline, or planners that rewrite the training step
 //! with reductions and restores until the simulated peak fits a budget (`--budget`) or

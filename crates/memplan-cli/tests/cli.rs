@@ -1582,7 +1582,7 @@ fn a_fragmented_exclusive_plan_round_trips_through_check() {
     let mut value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     assert_eq!(value["fragmented"], true);
-    // methods.md §1's example: 46 MiB with or without fragments.
+    // the `exclusive` method's example: 46 MiB with or without fragments.
     assert_eq!(value["arena_bytes"], 46 << 20);
     assert!(value["buffers"]
         .as_array()

@@ -1,5 +1,5 @@
 //! Every output that can carry a fragmented plan's pieces writes each piece's address
-//! (methods.md §1, Deployment), and every output gives each range's end (`top`, §5).
+//! (the `exclusive` method, Deployment), and every output gives each range's end (`top`, §5).
 //!
 //! `tests/data/fragmented.json` is a graph whose `exclusive:fragmented` plan spreads the
 //! block of tensor `t3` (32 bytes) over two pieces: `[80, 96)` and `[288, 304)`.

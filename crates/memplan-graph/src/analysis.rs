@@ -269,7 +269,7 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// Where every arena tensor of `graph` lives (methods.md §1, Deployment): for each
+    /// Where every arena tensor of `graph` lives (the `exclusive` method, Deployment): for each
     /// buffer, in buffer order, the values it stores (root first), each at offset 0 of the
     /// buffer (a view or an in-place result shares its input's first byte). The blocks of
     /// the `exclusive` problem are these buffers too ([`crate::exclusive_problem`]), so the
@@ -357,7 +357,7 @@ pub fn analyse(graph: &Graph, order: Order, options: Options) -> Result<Analysis
 
 /// [`analyse`] with `inplace_ops` in place of [`INPLACE_OPS`]: only operators of these
 /// types may write their output over an input (under the same rules). A platform that
-/// runs fewer operators in place (methods.md §2) passes its own list; every entry should
+/// runs fewer operators in place (the `npu` method) passes its own list; every entry should
 /// be elementwise, as [`INPLACE_OPS`] are, since the rules check sizes, not semantics.
 pub fn analyse_with_inplace_ops<S: AsRef<str>>(
     graph: &Graph,

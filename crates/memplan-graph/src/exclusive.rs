@@ -1,4 +1,4 @@
-//! Exclusivity analysis of methods.md §1: which operators' output blocks may never share
+//! Exclusivity analysis of the `exclusive` method: which operators' output blocks may never share
 //! memory, and the [`Problem`] that carries it to the `exclusive` planner.
 //!
 //! # Blocks and rules
@@ -33,7 +33,7 @@
 //!
 //! Rule 2 keeps blocks of parallel branches apart, which the method gives as its reason
 //! for running branches concurrently. It does **not** make a plan safe for concurrent
-//! execution (methods.md §1, corrected): a block read by one branch can still share bytes
+//! execution (the `exclusive` method, corrected): a block read by one branch can still share bytes
 //! with a block that another operator produces while that read is pending (rule 4 only
 //! looks at the one execution order). An exclusive plan is valid for the execution order
 //! it was made for. The price of rule 2 is memory: every pair of blocks on parallel

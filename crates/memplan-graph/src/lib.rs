@@ -10,10 +10,10 @@
 //! - [`order`]: the execution order ([`execution_order`], [`Order`]);
 //! - [`analysis`]: lifetimes, aliasing, in-place reuse and the [`memplan::Problem`]
 //!   ([`analyse`]);
-//! - [`exclusive`]: the exclusivity of operators' blocks (methods.md §1) and the problem
+//! - [`exclusive`]: the exclusivity of operators' blocks (the `exclusive` method) and the problem
 //!   the `exclusive` planner plans ([`exclusive_problem`]);
-//! - [`npu`]: the platform description, operator configuration and groups of methods.md
-//!   §2, planned by [`plan_npu`];
+//! - [`npu`]: the platform description, operator configuration and groups of the
+//!   `npu` method, planned by [`plan_npu`];
 //! - [`json`]: memplan's graph JSON ([`read_graph_json`], [`write_graph_json`]).
 //!
 //! ```

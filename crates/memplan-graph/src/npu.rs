@@ -1,4 +1,4 @@
-//! NPU heterogeneous-platform allocation (methods.md §2): the platform description, every
+//! NPU heterogeneous-platform allocation (the `npu` method): the platform description, every
 //! operator's configuration (the tensors present while it runs, its width) and the
 //! method's three groups, handed to the shared-objects allocation of
 //! [`memplan::planner::npu`].
@@ -65,7 +65,7 @@ pub struct Platform {
 pub enum WeightLifetime {
     /// From the first step that reads it (or its producer's, for a `Constant` node's
     /// output) to the last step that reads it, by any operator: the usage period the
-    /// method computes from the topology for every tensor (methods.md §2), i.e. the
+    /// method computes from the topology for every tensor (the `npu` method), i.e. the
     /// weight is loaded before its first reader and may be overwritten after its last.
     #[default]
     Uses,
@@ -89,14 +89,14 @@ impl WeightLifetime {
 #[serde(rename_all = "lowercase")]
 pub enum AcceleratorBuffers {
     /// Each tensor a new buffer of its own that no other tensor ever uses (the earlier,
-    /// uncorrected reading of methods.md §2: "each its own memory").
+    /// uncorrected reading of the `npu` method: "each its own memory").
     Dedicated,
     /// Each tensor a new buffer of its own, which tensors of groups 2 and 3 may reuse
     /// once the tensors in it are dead.
     Reusable,
     /// Each tensor, first and in group order, looks in the pool like every other tensor,
     /// and the buffers it creates are the pool that groups 2 and 3 search: group 1 only
-    /// comes first. methods.md §2 (corrected) and the default.
+    /// comes first. The `npu` method (corrected) and the default.
     #[default]
     Pooled,
 }
@@ -327,7 +327,7 @@ impl OpGroup {
     }
 }
 
-/// An operator's configuration information (methods.md §2).
+/// An operator's configuration information (the `npu` method).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OperatorConfig {
     pub node: NodeId,

@@ -1,4 +1,4 @@
-//! methods.md §1 from the graph: the exclusivity rules, the worked example and rule 4.
+//! The `exclusive` method from the graph: the exclusivity rules, the worked example and rule 4.
 
 use std::collections::BTreeMap;
 
@@ -44,7 +44,7 @@ fn graph(ops: &[(&str, u64, &[usize])], outputs: &[usize]) -> Graph {
     g
 }
 
-/// The worked example: edges 1→2, 2→3, 2→4, 2→5, 3→6, 4→7, 6→7, 7→8 (methods.md §1,
+/// The worked example: edges 1→2, 2→3, 2→4, 2→5, 3→6, 4→7, 6→7, 7→8 (the `exclusive` method,
 /// corrected: the source's "op6 and op8" is a typo for 7→8); 5 and 8 are the network
 /// outputs.
 fn worked_example() -> Graph {

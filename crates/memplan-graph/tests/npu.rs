@@ -1,4 +1,4 @@
-//! methods.md §2 on graphs: platform files, operator configuration, the three groups, both
+//! The `npu` method on graphs: platform files, operator configuration, the three groups, both
 //! matching rules, and random graphs whose every plan is checked.
 
 use std::collections::BTreeMap;
@@ -202,7 +202,7 @@ fn the_default_profile_parses_and_aligns() {
     assert_eq!(p.name, "default-npu");
     assert_eq!(p.alignment, 64);
     assert!(p.accelerated.iter().any(|o| o == "Conv"));
-    // methods.md §2 (corrected): group 1's buffers are the pool groups 2 and 3 search.
+    // the `npu` method (corrected): group 1's buffers are the pool groups 2 and 3 search.
     assert_eq!(p.accelerator_buffers, AcceleratorBuffers::Pooled);
     let unset = platform(r#"{"accelerated": ["MatMul"]}"#);
     assert_eq!(unset.accelerator_buffers, AcceleratorBuffers::Pooled);

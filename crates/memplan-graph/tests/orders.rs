@@ -1,4 +1,4 @@
-//! The all-orders mode of methods.md §1 (corrected): plans valid for every execution order
+//! The all-orders mode of the `exclusive` method (corrected): plans valid for every execution order
 //! the edges allow, and the check of that property (`memplan::checker::check_all_orders`).
 
 use std::collections::BTreeMap;

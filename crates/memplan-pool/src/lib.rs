@@ -1,4 +1,4 @@
-//! Method 3 of memplan: the profile-guided tensor pool for training.
+//! The `pool` method of memplan: the profile-guided tensor pool for training.
 //!
 //! Training repeats the same iteration, so one recorded iteration predicts the next:
 //!

@@ -1,4 +1,4 @@
-//! The pool inside a running process (methods.md §3): record the process's own large
+//! The pool inside a running process (the `pool` method): record the process's own large
 //! requests, find the iteration from the request sequence itself, train an offset plan
 //! for one steady iteration, and serve later iterations from one arena.
 //!
@@ -366,7 +366,7 @@ pub enum Method {
     /// An offset plan by the memplan planner of that name (`best-of`, `search`, …;
     /// `best-of` when the name is unknown): [`train`]. The default.
     Offsets(String),
-    /// The method's size classes as stated (methods.md §3): cache blocks of class
+    /// The method's size classes as stated (the `pool` method): cache blocks of class
     /// `ceil(s / interval) * interval`, visited in `order`, laid out one after another
     /// (or packed by lifetime when `pack`): [`train_size_classes`].
     SizeClasses {
@@ -437,7 +437,7 @@ pub fn train_with(period: &Period, method: &Method) -> Option<Schedule> {
     }
 }
 
-/// Plans one iteration with the method's size classes (methods.md §3, [`crate::train`]):
+/// Plans one iteration with the method's size classes (the `pool` method, [`crate::train`]):
 /// the period is turned into a three-iteration trace (previous, this, next: identical)
 /// of the blocks [`train`] would plan (blocks that outlive an iteration stay with the
 /// system here too), the trainer builds cache blocks for the middle one, and slot `k`

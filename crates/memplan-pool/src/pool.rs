@@ -1,4 +1,4 @@
-//! The runtime pool allocator of method 3: serves requests from a trained [`Plan`].
+//! The runtime pool allocator of the `pool` method: serves requests from a trained [`Plan`].
 //!
 //! Memory is obtained from the OS once, at [`Pool::new`], and carved into the plan's
 //! blocks. Every block is preceded by a 64-byte header slot; every pointer the pool hands

@@ -1,4 +1,4 @@
-//! The plan trainer of method 3: size classes, cache blocks, traversal orders, borrowing.
+//! The plan trainer of the `pool` method: size classes, cache blocks, traversal orders, borrowing.
 //!
 //! The trainer sees one recorded iteration as a cycle of `L` events (positions `0..L`).
 //! A tensor allocated at position `a` lives until its free:

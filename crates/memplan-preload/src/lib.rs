@@ -1,4 +1,4 @@
-//! `libmemplan_preload.so`: memplan's tensor pool (methods.md §3) inside any process, with
+//! `libmemplan_preload.so`: memplan's tensor pool (the `pool` method) inside any process, with
 //! one line:
 //!
 //! ```sh

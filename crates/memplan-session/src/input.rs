@@ -296,7 +296,7 @@ pub fn read_input(path: &Path, settings: &GraphSettings) -> Result<Loaded> {
     })
 }
 
-/// The problem the `exclusive` planner plans for a loaded graph (methods.md §1): its
+/// The problem the `exclusive` planner plans for a loaded graph (the `exclusive` method): its
 /// buffers kept apart by exclusivity alone ([`memplan_graph::exclusive_problem`]), or,
 /// with `all_orders`, by the all-orders rule ([`memplan_graph::all_orders_problem`]). A
 /// buffer list (minimalloc CSV, memory operations, trace) has no operators or edges, so

@@ -1,5 +1,4 @@
-//! Method 4 of memplan: swap and compression by graph rewriting (see `doc/swap.md` and
-//! `methods.md` §4).
+//! The `swap` method of memplan: swap and compression by graph rewriting (see `doc/swap.md`).
 //!
 //! What exists so far, in pipeline order:
 //! - [`pipedream`]: reads a PipeDream `graph.txt` profile and builds one training step

@@ -3,7 +3,7 @@
 //! Three planners share the rewriting ([`crate::rewrite`]) and the simulator
 //! ([`crate::simulate`]):
 //!
-//! - [`Planner::Method`]: methods.md §4. Candidates from the timing analysis
+//! - [`Planner::Method`]: the `swap` method. Candidates from the timing analysis
 //!   ([`crate::select`], thTTS, thS, N), rewritten with both serialization edges (the
 //!   reduction's to a consumer of the tensor), the slack prefetch and the p/q rule
 //!   ([`Options::method`]). Without improvements the planner searches a grid of thTTS (0 and

@@ -1,4 +1,4 @@
-//! Rewriting (methods.md §4, "Rewriting"): reduction and restore nodes plus control
+//! Rewriting (the `swap` method, "Rewriting"): reduction and restore nodes plus control
 //! edges, giving a new graph that runs in less device memory.
 //!
 //! For each [`Swap`] (a tensor `v` and the readers that get it back from a restore):
@@ -93,7 +93,7 @@ pub fn restorable(graph: &Graph, node: NodeId, slot: usize) -> bool {
     }
 }
 
-/// A lossy compression of fp32 activations (methods.md §4: 32→16, 32→24 or 32→8 bits).
+/// A lossy compression of fp32 activations (the `swap` method: 32→16, 32→24 or 32→8 bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Codec {
     /// To fp16: half the bytes (rounded up).
@@ -248,7 +248,7 @@ pub enum Prefetch {
 pub enum Serialize {
     /// No edge.
     None,
-    /// The method as stated (methods.md §4, corrected): a node that is itself a consumer
+    /// The method as stated (the `swap` method, corrected): a node that is itself a consumer
     /// of the source tensor. Of the readers that keep the tensor (those not rerouted to
     /// a restore), the **last** in the graph order, after which the tensor's device copy
     /// is freed; with [`Options::largest_output`] the one with the largest output. No
@@ -1254,7 +1254,7 @@ fn layout(
                             });
                         let latest = fit.checked_sub(1).filter(|&k| k >= lo);
                         let in_time = match (options.largest_output, p_out, latest) {
-                            // The p/q rule (methods.md §4, corrected again): q, this
+                            // The p/q rule (the `swap` method, corrected again): q, this
                             // source, has a smaller output than p, the reduction's
                             // serialization target, and is late enough that the restore
                             // ends just before the reader: the latest in-time source

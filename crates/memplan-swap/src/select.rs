@@ -1,4 +1,4 @@
-//! Choosing the tensors to swap (methods.md §4, "Choosing tensors").
+//! Choosing the tensors to swap (the `swap` method, "Choosing tensors").
 //!
 //! Parameters: a slack threshold thTTS, a size threshold thS and a maximum count N. The
 //! candidates are the node inputs with TTS > thTTS and size > thS; when there are more

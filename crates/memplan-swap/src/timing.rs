@@ -1,4 +1,4 @@
-//! Timing analysis (methods.md §4): TAT, TRT and TTS for every node input, in one pass
+//! Timing analysis (the `swap` method): TAT, TRT and TTS for every node input, in one pass
 //! linear in the graph size.
 //!
 //! # Definitions

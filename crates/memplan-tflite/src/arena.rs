@@ -182,7 +182,7 @@ pub struct Arena {
 }
 
 impl Arena {
-    /// Where every arena tensor of `model` lives (methods.md §1, Deployment): for each
+    /// Where every arena tensor of `model` lives (the `exclusive` method, Deployment): for each
     /// buffer that holds tensors, in buffer order, its tensors (the owner first), each at
     /// offset 0 (shared tensors start at the same byte). Scratch buffers hold no tensor.
     /// A tensor of another subgraph is named `subgraph S: NAME` for `S >= 1`.

@@ -253,7 +253,7 @@ impl Report {
     }
 }
 
-/// The all-orders check (methods.md §1, corrected): see [`crate::orders`].
+/// The all-orders check (the `exclusive` method, corrected): see [`crate::orders`].
 pub use crate::orders::{check_all_orders, Dataflow, Unordered};
 
 /// Checks a plan with a sweep over time; returns exactly the [`Report`] of

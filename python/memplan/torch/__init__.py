@@ -1,4 +1,4 @@
-"""memplan.torch: the swap method (methods.md §4) run inside real PyTorch training.
+"""memplan.torch: the swap method (the `swap` method) run inside real PyTorch training.
 
 Three steps, added to a training loop::
 

@@ -136,7 +136,7 @@ def plan(
     ``recompute=True`` (with ``store=False``) deletes chosen activations instead and runs
     their producer again when backward needs them, for storages a pure op made (no
     argument written, no random numbers) that nothing overwrote. Planners:
-    ``"method"`` (methods.md §4; ``improvements=False`` for the method as stated),
+    ``"method"`` (the `swap` method; ``improvements=False`` for the method as stated),
     ``"lms"``, ``"everything"``. ``th_tts_ms``, ``th_size`` (bytes) and ``max_count`` fix
     the method's thTTS, thS and N; unset, the planner searches them.
     """

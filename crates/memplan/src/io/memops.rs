@@ -1,4 +1,4 @@
-//! Memory-operation sequences (methods.md §5, step 0, corrected): the allocations and
+//! Memory-operation sequences (the `strip` method, step 0, corrected): the allocations and
 //! frees of a model's tensors in execution order, from which the lifetimes follow.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Every tensor's address, not only each block's (methods.md §1, Deployment).
+//! Every tensor's address, not only each block's (the `exclusive` method, Deployment).
 //!
 //! A plan places *blocks* (the buffers of a [`Problem`]). A device loads *tensors*: in a
 //! graph several tensors can share one block (a view and its input, an in-place result and

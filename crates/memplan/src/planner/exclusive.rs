@@ -1,4 +1,4 @@
-//! `exclusive`: exclusive-operator reuse, largest first (methods.md §1).
+//! `exclusive`: exclusive-operator reuse, largest first (the `exclusive` method).
 //!
 //! The method sorts blocks by demand, largest first, and gives each one memory that lies
 //! under no block it is *exclusive* with, growing the pool when that memory is not
@@ -17,7 +17,7 @@
 //! ```
 //!
 //! So this planner *is* that placement, in the method's order (size descending; ties:
-//! earlier lifetime start, then lower id); what makes method 1 differ from lifetime-based
+//! earlier lifetime start, then lower id); what makes the `exclusive` method differ from lifetime-based
 //! planning is the exclusivity relation, which a graph front-end supplies as conflict
 //! pairs on buffers whose lifetimes never overlap (`memplan_graph::exclusive`). On a
 //! problem with lifetimes it plans like `greedy-size-firstfit`.
@@ -49,7 +49,7 @@ use super::{PlanError, Planner, SizeFirstFit};
 use crate::plan::{Extent, Plan};
 use crate::problem::Problem;
 
-/// The `exclusive` planner (methods.md §1): contiguous blocks ([`Exclusive::DEFAULT`]) or
+/// The `exclusive` planner (the `exclusive` method): contiguous blocks ([`Exclusive::DEFAULT`]) or
 /// blocks spread over several pieces ([`Exclusive::FRAGMENTED`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Exclusive {
@@ -326,7 +326,7 @@ mod tests {
     use crate::plan::Extent;
     use crate::problem::{Buffer, BufferId};
 
-    /// methods.md §1 with the method's own table of exclusive pairs, encoded as conflict
+    /// the `exclusive` method with the method's own table of exclusive pairs, encoded as conflict
     /// pairs on buffers whose lifetimes never overlap.
     #[test]
     fn worked_example_with_the_method_table() {

@@ -14,10 +14,10 @@
 //! | `greedy-breadth` | busiest step ↓, then size ↓ | smallest that fits (Pisarchyk & Lee) |
 //! | `greedy-chronological` | lifetime start ↑, end ↓, size ↓ | smallest that fits (allocation order) |
 //! | `best-of` | the six greedy planners in parallel (from 100,000 buffers, the chronological one only) | smallest arena wins |
-//! | `strip` | a preset metric, then peak suppression (methods.md §5) | lowest that fits |
+//! | `strip` | a preset metric, then peak suppression (the `strip` method) | lowest that fits |
 //! | `search` | branch and bound over canonical orders, from `best-of` | lowest free offset |
-//! | `exclusive` | size ↓ (methods.md §1; exclusivity as conflict pairs) | lowest that fits |
-//! | `npu` | groups, then widest step first (methods.md §2) | shared objects, end to end |
+//! | `exclusive` | size ↓ (the `exclusive` method; exclusivity as conflict pairs) | lowest that fits |
+//! | `npu` | groups, then widest step first (the `npu` method) | shared objects, end to end |
 //! | `tflm-greedy` | fixed first, then size ↓, ties later id first (TFLite Micro exactly) | first gap that fits, walked in offset order |
 //!
 //! Ties in every order: earlier lifetime start, then lower id; every planner is

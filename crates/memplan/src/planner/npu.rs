@@ -1,4 +1,4 @@
-//! `npu`: the shared-objects allocation of methods.md §2 (NPU heterogeneous platforms).
+//! `npu`: the shared-objects allocation of the `npu` method (NPU heterogeneous platforms).
 //!
 //! Buffers are assigned to *shared objects* (the method's pool buffers); the method's
 //! memory is the sum of the objects' sizes. The objects are then given offsets in one
@@ -71,7 +71,7 @@ use crate::bound;
 use crate::plan::Plan;
 use crate::problem::{lcm, Buffer, BufferId, Lifetime, Problem};
 
-/// How a buffer picks an object of the pool (methods.md §2: size and lifetime match,
+/// How a buffer picks an object of the pool (the `npu` method: size and lifetime match,
 /// and the exact-size deviation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Match {

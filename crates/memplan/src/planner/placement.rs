@@ -157,7 +157,7 @@ pub(crate) enum Fit {
     /// The gap that leaves the least room above the aligned buffer, ties to the lowest
     /// offset (TFLite's arena planner, XLA's heap simulator).
     Best,
-    /// *Stacked* with the source's pairing (methods.md §5, corrected again): every placed
+    /// *Stacked* with the source's pairing (the `strip` method, corrected again): every placed
     /// buffer is paired with its *successor*, the first buffer placed after it that
     /// overlaps it in time, and the successor sits on it. A buffer goes to the lowest
     /// offset that holds it at or above the highest top of the placed buffers it is the

@@ -1,4 +1,4 @@
-//! `strip`: static allocation as strip packing with peak suppression (methods.md §5).
+//! `strip`: static allocation as strip packing with peak suppression (the `strip` method).
 //!
 //! Every buffer is a rectangle, its length the lifetime, its height the size; the arena is
 //! a strip whose bottom is offset 0.
@@ -18,7 +18,7 @@
 //! 2. Place them in that order under a [`Placement`] rule: *bottom-aligned*, at the lowest
 //!    offset where it shares no byte with a placed buffer it must not share bytes with
 //!    (the shared `placement` engine with first-fit); or *stacked*, the same at or above
-//!    a floor. `stacked` pairs as the source does (methods.md §5, corrected again): each
+//!    a floor. `stacked` pairs as the source does (the `strip` method, corrected again): each
 //!    buffer's partner is its *successor*, the next buffer in the order that overlaps it
 //!    in time, which sits on it; a buffer that is the successor of several has its floor
 //!    at the highest of their tops, one that is nobody's successor has none (0).
@@ -147,13 +147,13 @@ pub struct StripOutcome {
     pub variants_run: u32,
 }
 
-/// Where each rectangle goes (methods.md §5, step 2).
+/// Where each rectangle goes (the `strip` method, step 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Placement {
     /// At the lowest offset where it overlaps no placed rectangle it must not share bytes
     /// with.
     Bottom,
-    /// The source's pairing (methods.md §5, corrected again): each rectangle is paired
+    /// The source's pairing (the `strip` method, corrected again): each rectangle is paired
     /// with its *successor*, the next rectangle in the order that overlaps it in time, and
     /// the successor sits on it. A rectangle that is the successor of several (they
     /// overlap it, and no rectangle between them and it in the order overlaps them) sits

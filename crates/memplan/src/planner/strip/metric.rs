@@ -52,7 +52,7 @@ impl Base {
     }
 }
 
-/// Which keys of a [`Metric`] go first (methods.md §5, step 1, corrected: "descending or
+/// Which keys of a [`Metric`] go first (the `strip` method, step 1, corrected: "descending or
 /// ascending").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
