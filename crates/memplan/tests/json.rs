@@ -525,29 +525,24 @@ fn a_streamed_plan_is_the_plan_of_the_text() {
 #[test]
 fn a_streamed_json_input_is_bounded_in_length_and_in_each_value() {
     use memplan::io::file::JsonCap;
-
+    // `text` streamed under a cap of `limit` bytes in all and 64 bytes a value.
+    let read = |text: &str, limit: u64| {
+        read_plan_json_from(
+            JsonCap::new(text.as_bytes(), limit, 64),
+            "p.json",
+            &problem(),
+        )
+    };
     let text = write_plan_json(&problem(), &fragmented_plan(), &summary(), None);
     let n = text.len() as u64;
-    assert!(
-        read_plan_json_from(JsonCap::new(text.as_bytes(), n, 64), "p.json", &problem()).is_ok()
-    );
-    let e = read_plan_json_from(
-        JsonCap::new(text.as_bytes(), n - 1, 64),
-        "p.json",
-        &problem(),
-    )
-    .unwrap_err();
+    assert!(read(&text, n).is_ok());
+    let e = read(&text, n - 1).unwrap_err();
     assert!(
         e.to_string().contains(&format!("larger than {}", n - 1)),
         "{e}"
     );
     let long = format!("{{\"planner\": \"{}\", \"buffers\": []}}", "x".repeat(100));
-    let e = read_plan_json_from(
-        JsonCap::new(long.as_bytes(), 1 << 20, 64),
-        "p.json",
-        &problem(),
-    )
-    .unwrap_err();
+    let e = read(&long, 1 << 20).unwrap_err();
     assert!(
         e.to_string()
             .contains("single JSON value longer than 64 bytes"),
@@ -558,19 +553,9 @@ fn a_streamed_json_input_is_bounded_in_length_and_in_each_value() {
         "{{\"planner\": \"{}\", \"buffers\": []}}",
         "\\\"".repeat(40)
     );
-    let e = read_plan_json_from(
-        JsonCap::new(quoted.as_bytes(), 1 << 20, 64),
-        "p.json",
-        &problem(),
-    )
-    .unwrap_err();
+    let e = read(&quoted, 1 << 20).unwrap_err();
     assert!(e.to_string().contains("longer than 64"), "{e}");
     let number = format!("{{\"arena_bytes\": {}, \"buffers\": []}}", "9".repeat(100));
-    let e = read_plan_json_from(
-        JsonCap::new(number.as_bytes(), 1 << 20, 64),
-        "p.json",
-        &problem(),
-    )
-    .unwrap_err();
+    let e = read(&number, 1 << 20).unwrap_err();
     assert!(e.to_string().contains("longer than 64"), "{e}");
 }
