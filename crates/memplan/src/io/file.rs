@@ -351,43 +351,22 @@ pub fn open_json(path: &Path) -> Result<JsonCap<Box<dyn Read>>, FileError> {
 /// Whether the input at `path` starts (after a byte-order mark and white space) with `{`
 /// or `[`: a JSON document rather than CSV. Reads only the first 64 KiB.
 pub fn starts_as_json(path: &Path) -> Result<bool, FileError> {
-    let mut head = vec![0u8; 1 << 16];
-    let n = if is_stdin(path) {
+    const HEAD: usize = 1 << 16;
+    let mut head = Vec::with_capacity(HEAD);
+    if is_stdin(path) {
         let all = stdin_bytes()?;
-        let n = all.len().min(head.len());
-        head[..n].copy_from_slice(&all[..n]);
-        n
+        head.extend_from_slice(&all[..all.len().min(HEAD)]);
     } else {
-        let mut file = std::fs::File::open(path).map_err(|source| FileError::Io {
+        let io = |source| FileError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
-        let mut n = 0;
-        loop {
-            match file.read(&mut head[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(FileError::Io {
-                        path: path.to_path_buf(),
-                        source,
-                    })
-                }
-            }
-            if n == head.len() {
-                break;
-            }
-        }
-        n
-    };
-    let head = head[..n]
-        .strip_prefix(b"\xef\xbb\xbf")
-        .unwrap_or(&head[..n]);
-    Ok(head
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|&b| b == b'{' || b == b'['))
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        file.take(HEAD as u64).read_to_end(&mut head).map_err(io)?;
+    }
+    // The text readers' own test on the first bytes (a character cut at the end cannot be
+    // the first one after the byte-order mark and white space).
+    Ok(super::is_json(&String::from_utf8_lossy(&head)))
 }
 
 #[cfg(test)]
